@@ -12,6 +12,7 @@ CronJob runs for real (`run`) against tests/fake_kube_api.py, the Training Opera
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 import gang_deadline
@@ -46,13 +47,20 @@ def _idle_nodes(kube: FakeKubernetesApi, made: datetime, count: int) -> gang_dea
 HELD = "the idle h100 node bought for the team's first gang is held past its deadline and one pass"
 
 
-def _decoy_runs(kube: FakeKubernetesApi, bought: datetime, pods_above: int = 0, resubmit_after_s: float = 0.0) -> str:
+def _decoy_runs(
+    kube: FakeKubernetesApi,
+    bought: datetime,
+    pods_above: int = 0,
+    resubmit_after_s: float = 0.0,
+    beside: Callable[[datetime], dict] | None = None,
+) -> str:
     """Team llm's gang train-0 waits beside two idle h100 nodes made at `bought` from `start` (two hours before NOW).
     A deadline less five minutes later the team submits a one-pod decoy there (with `pods_above` pods above its
     gang's minimum, an elastic job's), which waits a pass (it takes the team's clock); a minute later Volcano binds
     the decoy's pod to one of the two nodes, and in that minute the team deletes train-0 and submits train-1
-    `resubmit_after_s` later. The passes run until the first gang's deadline and one pass have gone by; the name of
-    the team's waiting job is returned."""
+    `resubmit_after_s` later; `beside` (given that minute) is a pod of the team's bound in that minute too and
+    deleted a pass later. The passes run until the first gang's deadline and one pass have gone by; the name of the
+    team's waiting job is returned."""
     start = NOW - timedelta(hours=2)
     api = _idle_nodes(kube, bought, 2)
     _submit(kube, "train-0", start - timedelta(seconds=30), ON_REAL)
@@ -68,7 +76,12 @@ def _decoy_runs(kube: FakeKubernetesApi, bought: datetime, pods_above: int = 0, 
                 kube.put(above)
         if moment == binds:
             _bind(kube, "decoy", "bought-1")
+            if beside:
+                kube.put(beside(moment))
             _delete(kube, "train-0")
+        if beside and moment == binds + timedelta(seconds=PASS_S):
+            pod = beside(binds)
+            kube.delete_now(f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods/{pod['metadata']['name']}")
         if binds <= moment - timedelta(seconds=resubmit_after_s) < binds + timedelta(seconds=PASS_S):
             _submit(kube, "train-1", moment - timedelta(seconds=30), ON_REAL)
         _pass(api, moment)
@@ -76,11 +89,16 @@ def _decoy_runs(kube: FakeKubernetesApi, bought: datetime, pods_above: int = 0, 
     return "train-1"
 
 
-def _replacement_given_back(bought: datetime, pods_above: int = 0, resubmit_after_s: float = 0.0) -> bool:
+def _replacement_given_back(
+    bought: datetime,
+    pods_above: int = 0,
+    resubmit_after_s: float = 0.0,
+    beside: Callable[[datetime], dict] | None = None,
+) -> bool:
     """Whether the team's waiting job is given back once the decoy has run (_decoy_runs)."""
     kube = FakeKubernetesApi()
     try:
-        return _given_back(kube, _decoy_runs(kube, bought, pods_above, resubmit_after_s))
+        return _given_back(kube, _decoy_runs(kube, bought, pods_above, resubmit_after_s, beside))
     finally:
         kube.close()
 

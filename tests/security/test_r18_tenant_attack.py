@@ -28,26 +28,17 @@ import copy
 import shutil
 from datetime import datetime, timedelta
 
-import gang_deadline
 import pytest
 
-from components import gang_deadline as component
 from infra.core.names import POOL_LABEL
 from tests.components.test_forged_signals import CLEAN, KSM, _room
-from tests.components.test_gang_deadline import DEADLINE, NOW, _iso
-from tests.components.test_gang_deadline_pause import EMPTY as PAUSE_EMPTY
+from tests.components.test_gang_deadline import NOW, _iso
 from tests.components.test_gang_deadline_pause import IDLE_NODE
-from tests.components.test_gang_deadline_pause import SETTINGS as PAUSE_SETTINGS
-from tests.components.test_gang_deadline_pause import _cluster as pause_cluster
-from tests.components.test_gang_deadline_pause import _given_back as pause_given_back
-from tests.components.test_gang_deadline_pause import _set_suspended as set_suspended
-from tests.components.test_gang_deadline_team_clock import PASS_S
-from tests.fake_kube_api import FakeKubernetesApi
 from tests.promql import held, promtool_test
 from tests.security.test_node_share import GPU_TOLERATION, NO_GPU
 from tests.security.test_plain_gpu_demand import RULES, _deployment
-from tests.security.test_r10_clock_attack import ON_REAL, _bind, _delete, _given_back, _pass, _submit
-from tests.security.test_r17_clock_attack import HELD, _idle_nodes
+from tests.security.test_r9_pause_attack import _resumed_after_its_nodes_empty_time
+from tests.security.test_r17_clock_attack import HELD, _replacement_given_back
 from tests.security.test_tenancy import _pod, denied_by
 
 # 16 + 16 free GPUs of the pool over the 16 queue `research` holds (test_forged_signals.py CLEAN)
@@ -178,29 +169,8 @@ def test_a_cpu_pod_on_the_other_bought_node_while_the_decoy_runs_does_not_restar
     on one node, not gangs running on every node bought for the team (docs/design/tenancy.md, "Still open"). A node
     on which no pod holds a GPU is not used as it was bought: the clock goes on, and the replacement is given back
     within the first gang's deadline and one pass."""
-    kube = FakeKubernetesApi()
-    try:
-        bought = NOW - timedelta(hours=2, seconds=30)
-        start = NOW - timedelta(hours=2)
-        api = _idle_nodes(kube, bought, 2)
-        _submit(kube, "train-0", start - timedelta(seconds=30), ON_REAL)
-        binds = start + timedelta(seconds=DEADLINE - 240)
-        moment = start
-        while moment <= start + timedelta(seconds=DEADLINE + PASS_S):
-            if moment == binds - timedelta(seconds=PASS_S):
-                _submit(kube, "decoy", moment, ON_REAL)
-            if moment == binds:
-                _bind(kube, "decoy", "bought-1")
-                kube.put(_filler("bought-0", moment))
-                _delete(kube, "train-0")
-                _submit(kube, "train-1", moment - timedelta(seconds=30), ON_REAL)
-            if moment == binds + timedelta(seconds=PASS_S):
-                kube.delete_now("/api/v1/namespaces/llm/pods/filler")
-            _pass(api, moment)
-            moment += timedelta(seconds=PASS_S)
-        assert _given_back(kube, "train-1"), HELD
-    finally:
-        kube.close()
+    bought = NOW - timedelta(hours=2, seconds=30)
+    assert _replacement_given_back(bought, beside=lambda at: _filler("bought-0", at)), HELD
 
 
 def test_a_cpu_pod_on_the_bought_node_through_a_pause_does_not_take_the_paused_gangs_clock_off():
@@ -209,22 +179,4 @@ def test_a_cpu_pod_on_the_bought_node_through_a_pause_does_not_take_the_paused_g
     pool's emptySeconds with no idle node made between the job and its pause left, so the clock came off; the team
     deletes the CPU pod and resumes, and the gang, beside the same node, starts a fresh clock. The node's GPUs were
     never used: the clock stays, and the resumed gang is given back at the next pass."""
-    kube = FakeKubernetesApi()
-    try:
-        start = NOW - timedelta(hours=2)
-        api = pause_cluster(kube, "PyTorchJob", start)
-        assert gang_deadline.run(api, PAUSE_SETTINGS, component.NAMESPACE, start) == 0  # its clock starts
-        paused = start + timedelta(minutes=20)
-        set_suspended(kube, "PyTorchJob", True, paused)
-        kube.put(_filler(IDLE_NODE["metadata"]["name"], paused))
-        resumed = paused + timedelta(seconds=PAUSE_EMPTY + 120)
-        moment = paused + timedelta(minutes=1)
-        while moment < resumed:
-            assert gang_deadline.run(api, PAUSE_SETTINGS, component.NAMESPACE, moment) == 0
-            moment += timedelta(minutes=1)
-        kube.delete_now("/api/v1/namespaces/llm/pods/filler")
-        set_suspended(kube, "PyTorchJob", False, resumed)
-        assert gang_deadline.run(api, PAUSE_SETTINGS, component.NAMESPACE, resumed + timedelta(minutes=1)) == 0
-        assert pause_given_back(kube, "PyTorchJob")
-    finally:
-        kube.close()
+    assert _resumed_after_its_nodes_empty_time(beside=lambda at: _filler(IDLE_NODE["metadata"]["name"], at))

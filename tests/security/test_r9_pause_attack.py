@@ -217,11 +217,11 @@ def test_a_team_re_pointing_its_paused_job_at_a_quicker_pool_still_has_its_gang_
 # --- nodes that outlive their pool's emptySeconds ----------------------------------------------------------------
 
 
-def test_a_paused_gang_whose_idle_node_outlived_its_pools_empty_time_is_given_back_when_resumed_beside_it():
-    """Its gang waited 20 of its 30 minutes beside an idle h100 node (the pool keeps an empty node 20 minutes).
-    The team pauses the job for 22 minutes while another team's gangs scale up now and then, so the autoscaler's
-    scale-down stays in cooldown and the node is still there, idle and paid, when the team resumes: the gang is
-    beside it again 43 minutes after it first waited there."""
+def _resumed_after_its_nodes_empty_time(beside: Callable[[datetime], dict] | None = None) -> bool:
+    """Whether the gang is given back once resumed: it waited 20 of its 30 minutes beside an idle h100 node (the pool
+    keeps an empty node 20 minutes), then its team paused it for the pool's empty time and two minutes, a pass a
+    minute; `beside` (given the pause's start) is a pod of the team's bound there for the pause, deleted before the
+    resume."""
     kube = FakeKubernetesApi()
     try:
         start = NOW - timedelta(hours=2)
@@ -229,16 +229,29 @@ def test_a_paused_gang_whose_idle_node_outlived_its_pools_empty_time_is_given_ba
         assert gang_deadline.run(api, SETTINGS, component.NAMESPACE, start) == 0  # its clock starts
         paused = start + timedelta(minutes=20)
         _set_suspended(kube, "PyTorchJob", True, paused)
+        pod = beside(paused) if beside else None
+        if pod:
+            kube.put(pod)
         resumed = paused + timedelta(seconds=EMPTY + 120)
         moment = paused + timedelta(minutes=1)
         while moment < resumed:
             assert gang_deadline.run(api, SETTINGS, component.NAMESPACE, moment) == 0
             moment += timedelta(minutes=1)
+        if pod:
+            kube.delete_now(f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods/{pod['metadata']['name']}")
         _set_suspended(kube, "PyTorchJob", False, resumed)  # the idle node was never removed
         assert gang_deadline.run(api, SETTINGS, component.NAMESPACE, resumed + timedelta(minutes=1)) == 0
-        assert _given_back(kube, "PyTorchJob")
+        return _given_back(kube, "PyTorchJob")
     finally:
         kube.close()
+
+
+def test_a_paused_gang_whose_idle_node_outlived_its_pools_empty_time_is_given_back_when_resumed_beside_it():
+    """Its gang waited 20 of its 30 minutes beside an idle h100 node (the pool keeps an empty node 20 minutes).
+    The team pauses the job for 22 minutes while another team's gangs scale up now and then, so the autoscaler's
+    scale-down stays in cooldown and the node is still there, idle and paid, when the team resumes: the gang is
+    beside it again 43 minutes after it first waited there."""
+    assert _resumed_after_its_nodes_empty_time()
 
 
 def test_a_team_pausing_its_job_and_packing_another_onto_the_same_idle_node_has_it_given_back_on_the_first_clock():
