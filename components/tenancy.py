@@ -526,6 +526,7 @@ _SIDECAR = "(has(i.restartPolicy) && i.restartPolicy == 'Always')"
 _SIDECARS = f"{_INITS}.filter(i, {_SIDECAR})"
 _RUNNING = f"((has(s.containers) ? s.containers : []) + {_SIDECARS})"  # what runs for the pod's life
 _POD_GPUS = f"double({_gpus(_RUNNING)})"
+_GPU_SHARES = f"({_POD_GPUS} > 0.0 ? {_POD_GPUS} : 1.0)"  # the shares a pod may ask: one GPU's without GPUs
 
 
 def _asks_at_most(resource: str, most: str, default: float = 0.0) -> str:
@@ -548,10 +549,9 @@ def share_cap_validations(team: TeamRules) -> list[dict]:
     validations = []
     if team.gpu_share is not None:
         cpu, memory = team.gpu_share
-        share = f"({_POD_GPUS} > 0.0 ? {_POD_GPUS} : 1.0)"
         given = _defaults(team)
         within = " && ".join(
-            _asks_at_most(r, f"{share} * {most!r}", given[r]) for r, most in (("cpu", cpu), ("memory", memory))
+            _asks_at_most(r, f"{_GPU_SHARES} * {most!r}", given[r]) for r, most in (("cpu", cpu), ("memory", memory))
         )
         validations.append(
             {
@@ -609,10 +609,9 @@ def _pool_share_validation(team: TeamRules) -> dict:
         ]
     )
     lands = f"({named} ? {selected} == p : ({fits}))"
-    share = f"({_POD_GPUS} > 0.0 ? {_POD_GPUS} : 1.0)"
     given = _defaults(team)
     within = " && ".join(
-        [_asks_at_most(r, f"{share} * {pools}[p][{i}]", given[r]) for r, i in (("cpu", 1), ("memory", 2))]
+        [_asks_at_most(r, f"{_GPU_SHARES} * {pools}[p][{i}]", given[r]) for r, i in (("cpu", 1), ("memory", 2))]
         + [_asks_at_most(r, f"{_POD_GPUS} * {pools}[p][{i}]") for r, i in ((EFA_RESOURCE, 3), (HUGEPAGES_RESOURCE, 4))]
     )
     return {

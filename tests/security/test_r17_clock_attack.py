@@ -81,7 +81,7 @@ def _decoy_runs(
             _delete(kube, "train-0")
         if beside and moment == binds + timedelta(seconds=PASS_S):
             pod = beside(binds)
-            kube.delete_now(f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods/{pod['metadata']['name']}")
+            kube.delete_now(FakeKubernetesApi.path_of(pod))
         if binds <= moment - timedelta(seconds=resubmit_after_s) < binds + timedelta(seconds=PASS_S):
             _submit(kube, "train-1", moment - timedelta(seconds=30), ON_REAL)
         _pass(api, moment)

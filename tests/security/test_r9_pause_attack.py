@@ -238,7 +238,7 @@ def _resumed_after_its_nodes_empty_time(beside: Callable[[datetime], dict] | Non
             assert gang_deadline.run(api, SETTINGS, component.NAMESPACE, moment) == 0
             moment += timedelta(minutes=1)
         if pod:
-            kube.delete_now(f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods/{pod['metadata']['name']}")
+            kube.delete_now(FakeKubernetesApi.path_of(pod))
         _set_suspended(kube, "PyTorchJob", False, resumed)  # the idle node was never removed
         assert gang_deadline.run(api, SETTINGS, component.NAMESPACE, resumed + timedelta(minutes=1)) == 0
         return _given_back(kube, "PyTorchJob")
