@@ -1636,9 +1636,11 @@ def _karpenter_launches(ctx: Any) -> list[datetime.datetime]:
     return sorted(i["LaunchTime"] for i in _live_instances(ctx, owned, {"Name": "tag-key", "Values": [NODEPOOL_TAG]}))
 
 
-def _audit_records(ctx: Any, since: datetime.datetime, pattern: str) -> Iterator[dict | str]:
-    """The cluster's audit records since `since` that the JSON filter `pattern` selects, every page; a record that is
-    no JSON object is yielded as a line naming it."""
+def _audit_lines(
+    ctx: Any, since: datetime.datetime, pattern: str, judge: Callable[[dict], str | None]
+) -> Iterator[str]:
+    """What `judge` says of each of the cluster's audit records since `since` that the filter `pattern` selects
+    (None: nothing), every page; a record that is no JSON object is named as unreadable."""
     pages = ctx.client("logs").get_paginator("filter_log_events")
     for page in pages.paginate(
         logGroupName=f"/aws/eks/{names.cluster_name(ctx.config.stack)}/cluster",
@@ -1652,10 +1654,19 @@ def _audit_records(ctx: Any, since: datetime.datetime, pattern: str) -> Iterator
                 record = json.loads(event.get("message") or "")
             except ValueError:
                 record = None
-            if isinstance(record, dict):
-                yield record
-            else:
+            if not isinstance(record, dict):
                 yield f"an unreadable audit record ({event.get('logStreamName')}, event {event.get('eventId')})"
+            elif (line := judge(record)) is not None:
+                yield line
+
+
+def _logged(record: dict, what: str) -> str:
+    """A line naming a record's request: when, `what`, its audit id."""
+    return f"{record.get('requestReceivedTimestamp')} {what} ({record.get('auditID')})"
+
+
+def _user(record: dict) -> Any:
+    return (record.get("user") or {}).get("username")
 
 
 def _made(record: dict, created: Iterable[int]) -> bool:
@@ -1668,36 +1679,28 @@ def _made(record: dict, created: Iterable[int]) -> bool:
     return isinstance(code, int) and code in created and not query.get("dryRun")
 
 
-def _claim_creators(ctx: Any, since: datetime.datetime) -> Iterator[str]:
-    """Each NodeClaim create since `since` that the API server carried out for anyone but Karpenter's service
-    account: who, when, the audit id. A refused create (a status of 300 or more) or a dry run made nothing."""
-    for record in _audit_records(ctx, since, CLAIM_CREATES):
-        if isinstance(record, str):
-            yield record
-            continue
-        user = (record.get("user") or {}).get("username")
-        if _made(record, (201,) if record.get("verb") == "patch" else range(200, 300)) and user != KARPENTER_USER:
-            name = (record.get("objectRef") or {}).get("name") or "(a generated name)"
-            at, audit_id = record.get("requestReceivedTimestamp"), record.get("auditID")
-            yield f"{at} {user} created NodeClaim {name} ({audit_id})"
+def _claim_created(record: dict) -> str | None:
+    """A NodeClaim create (CLAIM_CREATES) that the API server carried out for anyone but Karpenter's service account:
+    who, when, the audit id. A refused create (a status of 300 or more) or a dry run made nothing."""
+    user = _user(record)
+    if _made(record, (201,) if record.get("verb") == "patch" else range(200, 300)) and user != KARPENTER_USER:
+        name = (record.get("objectRef") or {}).get("name") or "(a generated name)"
+        return _logged(record, f"{user} created NodeClaim {name}")
+    return None
 
 
-def _karpenter_tokens(ctx: Any, since: datetime.datetime) -> Iterator[str]:
-    """Each token of Karpenter's service account asked since `since` by anyone but a node, and each of a pod-making
-    controller's asked by anyone but kube-controller-manager (KARPENTER_TOKENS): the kubelet asks the tokens a pod
-    mounts (as system:node:NAME), so another asker holds Karpenter's identity, and what it creates is logged as
-    Karpenter's (`kubectl create token karpenter -n kube-system`, a TokenRequest: the create of the
-    serviceaccounts/token subresource); a controller's token makes its pods and ReplicaSets the controller's."""
-    for record in _audit_records(ctx, since, KARPENTER_TOKENS):
-        if isinstance(record, str):
-            yield record
-            continue
-        user = str((record.get("user") or {}).get("username"))
-        account = str((record.get("objectRef") or {}).get("name"))
-        own = user.startswith("system:node:") if account == KARPENTER_ACCOUNT else user == CONTROLLER_MANAGER
-        if _made(record, range(200, 300)) and not own:
-            at, audit_id = record.get("requestReceivedTimestamp"), record.get("auditID")
-            yield f"{at} {user} asked a token of system:serviceaccount:{KARPENTER_NAMESPACE}:{account} ({audit_id})"
+def _token_asked(record: dict) -> str | None:
+    """A token of Karpenter's service account asked by anyone but a node, or of a pod-making controller's asked by
+    anyone but kube-controller-manager (KARPENTER_TOKENS): the kubelet asks the tokens a pod mounts (as
+    system:node:NAME), so another asker holds Karpenter's identity, and what it creates is logged as Karpenter's
+    (`kubectl create token karpenter -n kube-system`, a TokenRequest: the create of the serviceaccounts/token
+    subresource); a controller's token makes its pods and ReplicaSets the controller's."""
+    user = str(_user(record))
+    account = str((record.get("objectRef") or {}).get("name"))
+    own = user.startswith("system:node:") if account == KARPENTER_ACCOUNT else user == CONTROLLER_MANAGER
+    if _made(record, range(200, 300)) and not own:
+        return _logged(record, f"{user} asked a token of system:serviceaccount:{KARPENTER_NAMESPACE}:{account}")
+    return None
 
 
 def _body(record: dict) -> dict | None:
@@ -1728,119 +1731,110 @@ def _not_karpenters(spec: Any) -> list[str]:
     ]
 
 
-def _karpenter_pods(ctx: Any, since: datetime.datetime) -> Iterator[str]:
-    """Each pod in Karpenter's namespace running as Karpenter's account that anyone but the ReplicaSet controller
-    created (`kubectl run --overrides`, a pod of the admin's own: the kubelet asks its token, so what it creates is
-    logged as Karpenter's), or that the controller created but did not ask to run as it, or with an image not
-    Karpenter's (a mutating webhook's doing), each pod there whose record holds no body made by anyone but a
-    workload's controller, and each exec, attach or ephemeral container into one of Karpenter's pods (named after its
+def _pod_written(record: dict) -> str | None:
+    """A pod in Karpenter's namespace (KARPENTER_PODS) running as Karpenter's account that anyone but the ReplicaSet
+    controller created (`kubectl run --overrides`, a pod of the admin's own: the kubelet asks its token, so what it
+    creates is logged as Karpenter's), or that the controller created but did not ask to run as it, or with an image
+    not Karpenter's (a mutating webhook's doing); a pod there whose record holds no body made by anyone but a
+    workload's controller; an exec, attach or ephemeral container into one of Karpenter's pods (named after its
     Deployment) that the API server let through (kubectl's websocket exec is a `get`, answered 101), which reads the
     token the pod mounts."""
-    for record in _audit_records(ctx, since, KARPENTER_PODS):
-        if isinstance(record, str):
-            yield record
-            continue
-        ref, user = record.get("objectRef") or {}, (record.get("user") or {}).get("username")
-        name, sub, audit_id = ref.get("name") or "(a generated name)", ref.get("subresource"), record.get("auditID")
-        at = record.get("requestReceivedTimestamp")
-        if sub in ("exec", "attach", "ephemeralcontainers"):
-            if str(ref.get("name")).startswith(f"{KARPENTER_DEPLOYMENT}-") and _made(record, range(100, 300)):
-                yield f"{at} {user} ran {sub} in Karpenter's pod {name} ({audit_id})"
-            continue
-        if sub or record.get("verb") != "create" or not _made(record, range(200, 300)):
-            continue
-        body = _body(record)
-        if body is None:
-            if user not in POD_MAKERS:
-                yield f"{at} {user} created pod {name}, its body not in the log ({audit_id})"
-            continue
-        if _runs_as(body.get("spec")) != KARPENTER_ACCOUNT:
-            continue
-        # The ReplicaSet controller asks for its template's pod (requestObject); a mutating webhook may change the
-        # account, or add a container, before it is stored (responseObject).
-        request = record.get("requestObject")
-        asked = _runs_as(request.get("spec")) if isinstance(request, dict) else KARPENTER_ACCOUNT
-        others = _not_karpenters(body.get("spec"))
-        if user != POD_MAKER:
-            yield f"{at} {user} created pod {name} running as {KARPENTER_USER} ({audit_id})"
-        elif asked != KARPENTER_ACCOUNT:
-            yield f"{at} {user} created pod {name} running as {KARPENTER_USER}, asked as {asked} ({audit_id})"
-        elif others:
-            yield f"{at} {user} created pod {name} running {', '.join(others)} as {KARPENTER_USER} ({audit_id})"
+    ref, user = record.get("objectRef") or {}, _user(record)
+    name, sub = ref.get("name") or "(a generated name)", ref.get("subresource")
+    if sub in ("exec", "attach", "ephemeralcontainers"):
+        if str(ref.get("name")).startswith(f"{KARPENTER_DEPLOYMENT}-") and _made(record, range(100, 300)):
+            return _logged(record, f"{user} ran {sub} in Karpenter's pod {name}")
+        return None
+    if sub or record.get("verb") != "create" or not _made(record, range(200, 300)):
+        return None
+    body = _body(record)
+    if body is None:
+        return None if user in POD_MAKERS else _logged(record, f"{user} created pod {name}, its body not in the log")
+    if _runs_as(body.get("spec")) != KARPENTER_ACCOUNT:
+        return None
+    # The ReplicaSet controller asks for its template's pod (requestObject); a mutating webhook may change the
+    # account, or add a container, before it is stored (responseObject).
+    request = record.get("requestObject")
+    asked = _runs_as(request.get("spec")) if isinstance(request, dict) else KARPENTER_ACCOUNT
+    others = _not_karpenters(body.get("spec"))
+    if user != POD_MAKER:
+        return _logged(record, f"{user} created pod {name} running as {KARPENTER_USER}")
+    if asked != KARPENTER_ACCOUNT:
+        return _logged(record, f"{user} created pod {name} running as {KARPENTER_USER}, asked as {asked}")
+    if others:
+        return _logged(record, f"{user} created pod {name} running {', '.join(others)} as {KARPENTER_USER}")
+    return None
 
 
-def _karpenter_node_shells(ctx: Any, since: datetime.datetime) -> Iterator[str]:
-    """Each exec, attach or run into one of Karpenter's pods through a node's proxy (`kubectl get --raw
+def _node_shell(record: dict) -> str | None:
+    """An exec, attach or run into one of Karpenter's pods through a node's proxy (NODE_PROXIES: `kubectl get --raw
     /api/v1/nodes/NAME/proxy/exec/kube-system/POD/controller?command=...`, a `get` answered 101 over a websocket) that
     the API server let through: the kubelet runs it, and reading the token the pod mounts leaves no pods/exec."""
-    for record in _audit_records(ctx, since, NODE_PROXIES):
-        if isinstance(record, str):
-            yield record
-            continue
-        found = NODE_PROXY_PATH.fullmatch(urllib.parse.urlsplit(str(record.get("requestURI"))).path)
-        path = posixpath.normpath("/" + urllib.parse.unquote(found.group(1) or "").lstrip("/")) if found else ""
-        parts = path.split("/")[1:]
-        if (
-            len(parts) > 2
-            and parts[0] in KUBELET_SHELLS
-            and parts[1] == KARPENTER_NAMESPACE
-            and parts[2].startswith(f"{KARPENTER_DEPLOYMENT}-")
-            and _made(record, range(100, 300))
-        ):
-            user, node = (record.get("user") or {}).get("username"), (record.get("objectRef") or {}).get("name")
-            at, audit_id = record.get("requestReceivedTimestamp"), record.get("auditID")
-            yield f"{at} {user} ran {parts[0]} in Karpenter's pod {parts[2]} through node {node}'s proxy ({audit_id})"
+    found = NODE_PROXY_PATH.fullmatch(urllib.parse.urlsplit(str(record.get("requestURI"))).path)
+    path = posixpath.normpath("/" + urllib.parse.unquote(found.group(1) or "").lstrip("/")) if found else ""
+    parts = path.split("/")[1:]
+    if (
+        len(parts) > 2
+        and parts[0] in KUBELET_SHELLS
+        and parts[1] == KARPENTER_NAMESPACE
+        and parts[2].startswith(f"{KARPENTER_DEPLOYMENT}-")
+        and _made(record, range(100, 300))
+    ):
+        node = (record.get("objectRef") or {}).get("name")
+        return _logged(
+            record, f"{_user(record)} ran {parts[0]} in Karpenter's pod {parts[2]} through node {node}'s proxy"
+        )
+    return None
 
 
-def _karpenter_workloads(ctx: Any, since: datetime.datetime) -> Iterator[str]:
-    """Each workload in Karpenter's namespace whose pods run as Karpenter's account, made or changed by anyone, and
-    each written with no body in its record: its pods are the controllers', so only the workload's record names who.
-    Karpenter's own Deployment is the deploy role's to write (`pulumi up` installs and upgrades its Helm release) while
-    its template runs Karpenter's image alone (_not_karpenters), and the ReplicaSets of every Deployment the Deployment
-    controller's; a status or scale change (a subresource) runs nothing new."""
-    for record in _audit_records(ctx, since, KARPENTER_WORKLOADS):
-        if isinstance(record, str):
-            yield record
-            continue
-        ref, user = record.get("objectRef") or {}, (record.get("user") or {}).get("username")
-        resource, name = ref.get("resource"), ref.get("name") or "(a generated name)"
-        if resource not in WORKLOADS or ref.get("subresource") or not _made(record, range(200, 300)):
-            continue
-        if (resource, user) == ("replicasets", RS_MAKER):
-            continue
-        verb = {"create": "created", "update": "updated", "patch": "patched"}.get(str(record.get("verb")))
-        at, audit_id = record.get("requestReceivedTimestamp"), record.get("auditID")
-        body = _body(record)
-        spec = (body or {}).get("spec") or {}
-        if resource == "cronjobs":
-            spec = (spec.get("jobTemplate") or {}).get("spec") or {}
-        pod = (spec.get("template") or {}).get("spec")
-        if body is None:
-            yield f"{at} {user} {verb} {resource} {name}, its body not in the log ({audit_id})"
-        elif (resource, name) == ("deployments", KARPENTER_DEPLOYMENT):
-            if others := ", ".join(_not_karpenters(pod)):
-                yield f"{at} {user} {verb} {resource} {name} running {others} as {KARPENTER_USER} ({audit_id})"
-        elif _runs_as(pod) == KARPENTER_ACCOUNT:
-            yield f"{at} {user} {verb} {resource} {name} running as {KARPENTER_USER} ({audit_id})"
+def _workload_written(record: dict) -> str | None:
+    """A workload in Karpenter's namespace (KARPENTER_WORKLOADS) whose pods run as Karpenter's account, made or
+    changed by anyone, or written with no body in its record: its pods are the controllers', so only the workload's
+    record names who. Karpenter's own Deployment is the deploy role's to write (`pulumi up` installs and upgrades its
+    Helm release) while its template runs Karpenter's image alone (_not_karpenters), and the ReplicaSets of every
+    Deployment the Deployment controller's; a status or scale change (a subresource) runs nothing new."""
+    ref, user = record.get("objectRef") or {}, _user(record)
+    resource, name = ref.get("resource"), ref.get("name") or "(a generated name)"
+    if resource not in WORKLOADS or ref.get("subresource") or not _made(record, range(200, 300)):
+        return None
+    if (resource, user) == ("replicasets", RS_MAKER):
+        return None
+    verb = {"create": "created", "update": "updated", "patch": "patched"}.get(str(record.get("verb")))
+    body = _body(record)
+    spec = (body or {}).get("spec") or {}
+    if resource == "cronjobs":
+        spec = (spec.get("jobTemplate") or {}).get("spec") or {}
+    pod = (spec.get("template") or {}).get("spec")
+    if body is None:
+        return _logged(record, f"{user} {verb} {resource} {name}, its body not in the log")
+    if (resource, name) == ("deployments", KARPENTER_DEPLOYMENT):
+        others = ", ".join(_not_karpenters(pod))
+        return (
+            _logged(record, f"{user} {verb} {resource} {name} running {others} as {KARPENTER_USER}") if others else None
+        )
+    if _runs_as(pod) == KARPENTER_ACCOUNT:
+        return _logged(record, f"{user} {verb} {resource} {name} running as {KARPENTER_USER}")
+    return None
 
 
-def _karpenter_legacy_tokens(ctx: Any, since: datetime.datetime) -> Iterator[str]:
-    """Each request authenticated by a Secret-based token of Karpenter's account (a Secret of type
-    kubernetes.io/service-account-token, which the token controller fills): Karpenter's pod mounts a TokenRequest
-    token, so such a token's holder is someone else, and what it creates is logged as Karpenter's. One line a Secret."""
+def _legacy_tokens_used() -> Callable[[dict], str | None]:
+    """A judge of the requests a Secret-based token of Karpenter's account authenticated (KARPENTER_LEGACY_TOKENS; a
+    Secret of type kubernetes.io/service-account-token, which the token controller fills): Karpenter's pod mounts a
+    TokenRequest token, so such a token's holder is someone else, and what it creates is logged as Karpenter's. It
+    names each Secret once."""
     seen: set[str] = set()
-    for record in _audit_records(ctx, since, KARPENTER_LEGACY_TOKENS):
-        if isinstance(record, str):
-            yield record
-            continue
+
+    def judge(record: dict) -> str | None:
         notes = record.get("annotations") or {}
         if notes.get(LEGACY_TOKEN) != KARPENTER_USER:
-            continue
+            return None
         secret = notes.get(f"{LEGACY_TOKEN}-manual-secret") or notes.get(f"{LEGACY_TOKEN}-autogenerated-secret") or "?"
-        if secret not in seen:
-            seen.add(secret)
-            at, audit_id = record.get("requestReceivedTimestamp"), record.get("auditID")
-            yield f"{at} a Secret-based token of {KARPENTER_USER} (Secret {secret}) was used ({audit_id})"
+        if secret in seen:
+            return None
+        seen.add(secret)
+        return _logged(record, f"a Secret-based token of {KARPENTER_USER} (Secret {secret}) was used")
+
+    return judge
 
 
 def node_claim_creators(ctx: Any) -> Outcome:
@@ -1857,14 +1851,15 @@ def node_claim_creators(ctx: Any) -> Outcome:
         return passed("no instance of Karpenter's in the cluster")
     kept = datetime.timedelta(days=ctx.config.observability.log_retention_days)
     since = max(launches[0] - CLAIM_LEAD, ctx.now() - kept)
-    others = [
-        *_claim_creators(ctx, since),
-        *_karpenter_tokens(ctx, since),
-        *_karpenter_pods(ctx, since),
-        *_karpenter_node_shells(ctx, since),
-        *_karpenter_workloads(ctx, since),
-        *_karpenter_legacy_tokens(ctx, since),
-    ]
+    judges = (
+        (CLAIM_CREATES, _claim_created),
+        (KARPENTER_TOKENS, _token_asked),
+        (KARPENTER_PODS, _pod_written),
+        (NODE_PROXIES, _node_shell),
+        (KARPENTER_WORKLOADS, _workload_written),
+        (KARPENTER_LEGACY_TOKENS, _legacy_tokens_used()),
+    )
+    others = [line for pattern, judge in judges for line in _audit_lines(ctx, since, pattern, judge)]
     if others:
         return failed(
             "; ".join(others),
