@@ -150,6 +150,7 @@ def rules_of(
     the pods' grace (higgsfield:checkpoints.terminationGracePeriod, its default where None)."""
     serving = {c.name for c in classes if c.workload == "serving"}
     training = {c.name for c in classes if c.workload == "training"}
+    fleet = _per_gpu(pools) if pools else None
     return TeamRules(
         name=team.name,
         queue=team.queue,
@@ -160,35 +161,19 @@ def rules_of(
         service_types=tuple(team.service_types),
         public_load_balancers=public_load_balancers,
         node_gpus=tuple((p.name, p.gpus_per_node) for p in pools),
-        gpu_share=_cpu_and_memory_share(pools),
-        efa_share=_efa_and_huge_pages_share(pools),
-        pool_shares=tuple((p.name, _pool_share(p)) for p in pools),
+        gpu_share=fleet[:2] if fleet else None,
+        efa_share=fleet[2:] if fleet else None,
+        pool_shares=tuple((p.name, _per_gpu([p])) for p in pools),
         **({} if grace_seconds is None else {"grace_seconds": grace_seconds}),
         pods_quota=int(compute_quota(team, pools)["spec"]["hard"]["pods"]) if pools else None,
         container_defaults=limit_range_defaults(team),
     )
 
 
-def _cpu_and_memory_share(pools: Sequence[GpuPool]) -> tuple[float, float] | None:
-    """One GPU's share of the pools' nodes in vCPUs and bytes of memory (the most of any type), or None."""
-    if not pools:
-        return None
+def _per_gpu(pools: Sequence[GpuPool]) -> tuple[float, float, float, float]:
+    """One GPU's share of the pools' nodes (the most of any type; no EFA on pools without it): vCPUs, bytes of memory,
+    EFA interfaces, bytes of 2 MiB huge pages."""
     share = gpu_node_share(pools)
-    return float(share["cpu"]), float(share["memory"] * 2**20)
-
-
-def _efa_and_huge_pages_share(pools: Sequence[GpuPool]) -> tuple[float, float] | None:
-    """One GPU's share of the pools' nodes in EFA interfaces and bytes of 2 MiB huge pages (the most of any EFA pool;
-    none on pools without EFA), or None."""
-    if not pools:
-        return None
-    share = gpu_node_share(pools)
-    return float(share[EFA]), float(share[HUGEPAGES] * 2**20)
-
-
-def _pool_share(pool: GpuPool) -> tuple[float, float, float, float]:
-    """One GPU's share of one pool's nodes: vCPUs, bytes of memory, EFA interfaces, bytes of 2 MiB huge pages."""
-    share = gpu_node_share([pool])
     return float(share["cpu"]), float(share["memory"] * 2**20), float(share[EFA]), float(share[HUGEPAGES] * 2**20)
 
 
