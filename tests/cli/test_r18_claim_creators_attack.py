@@ -524,16 +524,24 @@ def test_a_claim_created_with_the_token_karpenters_redirected_controller_sent_fa
     assert one("aws.node-claim-creators", aws_ctx).status == "FAIL"
 
 
+def _a_webhooks_pod_fails_naming(aws_ctx: Any, asked: dict, stored: dict, audit_id: str, line: str) -> None:
+    """The ReplicaSet controller creates a pod of spec `asked` (requestObject), a mutating webhook of the admin's has it
+    stored as `stored` (responseObject), the forged claim follows: the check fails naming `line`."""
+    _claims(aws_ctx, [HOUR_AGO])
+    pod = _pod_write(checks.POD_MAKER, audit_id, requestObject={"spec": asked}, responseObject={"spec": stored})
+    _fails_naming(aws_ctx, [KARPENTERS, (HOUR_AGO, pod), _kubelet(), FORGED], line)
+
+
 def test_a_container_a_webhook_adds_to_karpenters_pod_fails(aws_ctx):
     """A mutating webhook of the admin's adds a container to the pod the ReplicaSet controller makes for Karpenter's
     Deployment: the Deployment's and ReplicaSet's records hold the chart's template, the stored pod
     (responseObject) the added container, which mounts Karpenter's token."""
-    _claims(aws_ctx, [HOUR_AGO])
     added = {**KARPENTERS_OWN, "containers": [*KARPENTERS_OWN["containers"], {"name": "forger", "image": "busybox"}]}
-    pod = _pod_write(checks.POD_MAKER, "w3c", requestObject={"spec": KARPENTERS_OWN}, responseObject={"spec": added})
-    _fails_naming(
+    _a_webhooks_pod_fails_naming(
         aws_ctx,
-        [KARPENTERS, (HOUR_AGO, pod), _kubelet(), FORGED],
+        KARPENTERS_OWN,
+        added,
+        "w3c",
         f"{checks.POD_MAKER} created pod (a generated name) running busybox as {checks.KARPENTER_USER} (w3c)",
     )
 
@@ -541,13 +549,12 @@ def test_a_container_a_webhook_adds_to_karpenters_pod_fails(aws_ctx):
 def test_a_pod_of_another_replicaset_a_webhook_set_to_run_as_karpenter_fails(aws_ctx):
     """A mutating webhook of the admin's sets serviceAccountName on the pod the ReplicaSet controller makes for
     another Deployment (coredns): the controller asked for coredns's account, the stored pod runs as Karpenter's."""
-    _claims(aws_ctx, [HOUR_AGO])
     asked = {"serviceAccountName": "coredns", "containers": [{"name": "coredns", "image": "coredns"}]}
-    stored = {**asked, "serviceAccountName": checks.KARPENTER_ACCOUNT}
-    pod = _pod_write(checks.POD_MAKER, "w3d", requestObject={"spec": asked}, responseObject={"spec": stored})
-    _fails_naming(
+    _a_webhooks_pod_fails_naming(
         aws_ctx,
-        [KARPENTERS, (HOUR_AGO, pod), _kubelet(), FORGED],
+        asked,
+        {**asked, "serviceAccountName": checks.KARPENTER_ACCOUNT},
+        "w3d",
         f"{checks.POD_MAKER} created pod (a generated name) running as {checks.KARPENTER_USER}, asked as coredns (w3d)",
     )
 
