@@ -16,6 +16,7 @@ from components.observability import EBS_STORAGE_CLASS
 from components.storage import DATASET_CLAIM, PVC_NAME
 from components.tenancy import TeamRules, limit_range_defaults
 from infra.config import DEFAULT_PRIORITY_CLASS, GpuPool, PriorityClassSpec, Team
+from infra.config.scheduler import MIN_CPU_QUOTA, MIN_MEMORY_QUOTA_GIB
 from infra.core.names import KUBEFLOW_GROUP, KUBEFLOW_JOB_KINDS
 
 # Objects a team namespace may hold at most (ours: far above what jobs make, far below what fills
@@ -110,6 +111,27 @@ def plain_gpu_quota(team: Team, rules: TeamRules) -> dict:
             "scopeSelector": {
                 "matchExpressions": [{"scopeName": "PriorityClass", "operator": "NotIn", "values": exempt}]
             },
+        },
+    }
+
+
+def cpu_only_quota(team: Team) -> dict:
+    """What the namespace's pods without GPUs may ask in all: CPU-only work's room (MIN_CPU_QUOTA vCPUs and
+    MIN_MEMORY_QUOTA_GIB GiB, within the team's quota), the MPI launchers included. The team policy has every such pod
+    on a GPU node set a deadline and no GPU pod set one (tenancy.node_share_validations), so the Terminating scope
+    (a pod whose spec.activeDeadlineSeconds is set) is exactly them. Without it the compute quota's CPU and memory,
+    sized by the team's GPUs, could all go to pods without GPUs, packed onto nodes the team's GPU pods then do not
+    fit: twice its share of nodes. Pods already running are counted as they are and refused nothing."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": tenancy.CPU_ONLY_QUOTA, "namespace": team.name},
+        "spec": {
+            "hard": {
+                "requests.cpu": str(min(team.cpu_quota, MIN_CPU_QUOTA)),
+                "requests.memory": f"{min(team.memory_quota_gib, MIN_MEMORY_QUOTA_GIB)}Gi",
+            },
+            "scopes": ["Terminating"],
         },
     }
 
@@ -279,6 +301,11 @@ class Teams(pulumi.ComponentResource):
             obj(
                 "compute",
                 compute_quota(team, args.pools),
+                pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns, defaults]),
+            )
+            obj(
+                tenancy.CPU_ONLY_QUOTA,
+                cpu_only_quota(team),
                 pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns, defaults]),
             )
             for cls in args.priority_classes:

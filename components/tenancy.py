@@ -42,6 +42,7 @@ from infra.core.names import (
     KUBEFLOW_GROUP,
     KUBEFLOW_JOB_KINDS,
     KUBEFLOW_MANAGER,
+    LONGEST_POD_DEADLINE,
     MIN_MEMBER_ANNOTATION,
     POOL_LABEL,
     QUEUE_ANNOTATION,
@@ -352,6 +353,8 @@ def _takes_a_gpu_node(spec: str) -> str:
 # training pod do-not-disrupt (infra/offline/jobs.py), never the MPI launcher.
 NODE_PINS = {DO_NOT_DISRUPT: "true", SAFE_TO_EVICT: "false"}
 
+
+CPU_ONLY_QUOTA = "cpu-only"  # the ResourceQuota on a namespace's pods without GPUs (components/teams.py)
 
 # What a pod on a GPU node may ask for: what the team's queue and quota hold in its GPUs' share
 # (components/demand.py). Any other resource (ephemeral-storage, hugepages-1Gi, another extended
@@ -684,6 +687,32 @@ def node_share_validations(team: TeamRules) -> list[dict]:
             "message": "a team's DaemonSet runs on no GPU node (no GPU, EFA or huge pages, no toleration of the "
             f"{GPU_TAINT_KEY} taint): the autoscalers count a DaemonSet's pod on every GPU node they plan, so a job "
             "asking a node's GPUs would fit no new node",
+            "reason": "Forbidden",
+        },
+        {
+            # The namespace's quotas bound CPU and memory by the team's GPUs' share, one dimension at a time: pods
+            # without GPUs, created first and packed full, would make the autoscaler buy nodes its GPU pods (asking
+            # little CPU) could then not join, about twice the GPUs' share of nodes. A deadline is the one mark of a
+            # pod a ResourceQuota scope reads and a pod cannot lose (Terminating); the CPU-only quota holds such
+            # pods to CPU-only work's room (components/teams.py cpu_only_quota).
+            "expression": f"variables.specs_kept || variables.specs.all(s, !{_takes_a_gpu_node('s')} || "
+            f"(({_POD_GPUS} > 0.0) != has(s.activeDeadlineSeconds)))",
+            "message": "a pod without GPUs on a GPU node sets spec.activeDeadlineSeconds (any, up to "
+            f"{LONGEST_POD_DEADLINE}) and a pod with GPUs none: the deadline counts it in the namespace's "
+            f"`{CPU_ONLY_QUOTA}` quota, CPU-only work's room, so that pods without GPUs hold no GPU nodes its GPUs "
+            "do not (a Deployment's, ReplicaSet's or StatefulSet's pods cannot carry one: run that work in a Job, "
+            "or beside a GPU container)",
+            "reason": "Forbidden",
+        },
+        {
+            # The API server lets an UPDATE add a pod's deadline (never remove it: ValidatePodUpdate, kubernetes/
+            # kubernetes:pkg/apis/core/validation/validation.go@000f2605), but a quota charges a pod at its CREATE
+            # and a resize only (the pod evaluator's Handles, pkg/quota/v1/evaluator/core/pods.go@05e7cb29): a pod
+            # moved into the Terminating scope by an UPDATE would run uncounted by the CPU-only quota.
+            "expression": "object.kind != 'Pod' || request.operation != 'UPDATE' || oldObject == null || "
+            "has(object.spec.activeDeadlineSeconds) == has(oldObject.spec.activeDeadlineSeconds)",
+            "message": "a pod's activeDeadlineSeconds is set when it is created, not added by an update: the "
+            f"`{CPU_ONLY_QUOTA}` quota counts a pod with one at its creation only",
             "reason": "Forbidden",
         },
         {

@@ -98,6 +98,11 @@ MIN_MEMBER_ANNOTATION = "scheduling.volcano.sh/group-min-member"
 # drain.go@cluster-autoscaler-1.35.2).
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+# A pod without GPUs on a GPU node runs to a deadline (spec.activeDeadlineSeconds), which puts it in its team's
+# CPU-only quota (components/teams.py cpu_only_quota); the platform's MPI launchers take the longest a pod may
+# have, 2**31 - 1 seconds, about 68 years (ValidatePodSpec, kubernetes/kubernetes:pkg/apis/core/validation/
+# validation.go@000f2605), so they run as long as their job.
+LONGEST_POD_DEADLINE = 2**31 - 1
 # When the gang deadline suspended a job (images/training/gang_deadline.py writes it, and removes it when it
 # resumes the job; the team policy keeps it, and the suspension, the deadline's: components/tenancy.py).
 GAVE_BACK_ANNOTATION = "higgsfield.io/gave-back-at"

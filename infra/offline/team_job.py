@@ -30,6 +30,7 @@ from infra.core.names import (
     GPU_RESOURCE,
     JOB_FILE_LABEL,
     KUBEFLOW_GROUP,
+    LONGEST_POD_DEADLINE,
     MIN_MEMBER_ANNOTATION,
     POOL_LABEL,
     PREFLIGHT_SWITCH,
@@ -370,6 +371,7 @@ def _replica_template(
     if not gpus:
         tolerate_pool(template["spec"], pool)  # on the pool (the system nodes are tainted), no GPU
         template["spec"]["containers"][0].pop("resources")
+        template["spec"]["activeDeadlineSeconds"] = LONGEST_POD_DEADLINE  # in the team's CPU-only quota
     elif placed.whole_nodes:
         prepare_gpu_pod(template["spec"], pool, image, f"{FRAMEWORKS[job.framework][0]} {replica}", efa=True)
     else:

@@ -9,7 +9,8 @@ from fractions import Fraction
 import pytest
 
 from components.demand import queue_resources
-from components.teams import compute_quota, container_defaults
+from components.teams import compute_quota, container_defaults, cpu_only_quota
+from components.tenancy import CPU_ONLY_QUOTA
 from infra.config import Team
 from infra.config.errors import Problems
 from infra.config.gpu_pools import gpu_share
@@ -40,10 +41,20 @@ def test_every_team_namespace_has_a_cpu_and_memory_quota_and_default_requests(pl
         )  # defaults first, or pods in between are refused
 
 
+def test_every_team_namespace_has_a_cpu_only_quota_made_after_its_default_requests(plan):
+    """Pods without GPUs (their deadline set) are held to CPU-only work's room (tests/security/
+    test_cpu_only_quota.py); the LimitRange first, or a pod made between the two would be refused."""
+    quotas, defaults = _by_namespace(plan, QUOTA, CPU_ONLY_QUOTA), _by_namespace(plan, LIMITS, "container-defaults")
+    for team in plan.config.scheduler.teams:
+        assert quotas[team.name].inputs["spec"] == cpu_only_quota(team)["spec"]
+        assert defaults[team.name].urn in quotas[team.name].dependencies
+
+
 def test_quota_objects_validate_against_the_kubernetes_schema(plan):
     version = plan.config.kubernetes_version
     for team in plan.config.scheduler.teams:
         kubernetes_schema.validate(compute_quota(team, plan.config.gpu_pools), version)
+        kubernetes_schema.validate(cpu_only_quota(team), version)
         kubernetes_schema.validate(container_defaults(team), version)
 
 

@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from infra.core.names import POOL_LABEL
+from infra.core.names import LONGEST_POD_DEADLINE, POOL_LABEL
 from tests.components.test_forged_signals import CLEAN, KSM, _room
 from tests.components.test_gang_deadline import NOW, _iso
 from tests.components.test_gang_deadline_pause import IDLE_NODE
@@ -139,7 +139,7 @@ def test_a_bare_pod_tolerating_the_gpu_taint_by_an_update_is_denied():
 
 def test_a_controllers_pod_may_still_gain_the_toleration():
     """What the rule leaves: a pod its controller owns may tolerate the GPU taint, as its template may."""
-    pending = _pod(containers=NO_GPU, nodeSelector={POOL_LABEL: "h100"})
+    pending = _pod(containers=NO_GPU, nodeSelector={POOL_LABEL: "h100"}, activeDeadlineSeconds=LONGEST_POD_DEADLINE)
     gpu = {**pending, "spec": {**pending["spec"], "tolerations": GPU_TOLERATION}}
     assert denied_by(gpu, operation="UPDATE", old=pending, user="alice@vision") == []
 
@@ -148,14 +148,18 @@ def test_a_controllers_pod_may_still_gain_the_toleration():
 
 
 def _filler(node: str, at: datetime) -> dict:
-    """Team llm's CPU pod (a Deployment's: one GPU's share of a node's CPU, the GPU taint tolerated, as the team
-    policy admits), bound to `node`."""
-    owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "filler-rs", "uid": "u-rs", "controller": True}
+    """Team llm's CPU pod (a Job's: all of its CPU-only quota, the GPU taint tolerated and its deadline set, as the
+    team policy admits), bound to `node`."""
+    owner = {"apiVersion": "batch/v1", "kind": "Job", "name": "filler", "uid": "u-job", "controller": True}
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": "filler", "namespace": "llm", "creationTimestamp": _iso(at), "ownerReferences": [owner]},
-        "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"requests": {"cpu": "24"}}}]},
+        "spec": {
+            "nodeName": node,
+            "activeDeadlineSeconds": LONGEST_POD_DEADLINE,
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "16"}}}],
+        },
         "status": {"phase": "Running"},
     }
 
@@ -163,7 +167,7 @@ def _filler(node: str, at: datetime) -> dict:
 def test_a_cpu_pod_on_the_other_bought_node_while_the_decoy_runs_does_not_restart_the_teams_clock():
     """Attack beside round 17's decoy: team llm's gang waits beside two idle h100 nodes bought for it; its one-pod
     decoy binds to one (asking its node's whole share, so nothing else fits there), and in the same minute a CPU pod
-    of the team's (a Deployment's, one GPU's share of CPU) lands on the other. At the pass that sees the decoy run no
+    of the team's (a Job's, 16 vCPUs) lands on the other. At the pass that sees the decoy run no
     node bought since the team's clock started is idle, so the clock ends; the team deletes the CPU pod and replaces
     its waiting gang, which starts a fresh clock beside the same two nodes, now idle again. The decoy cost one pod
     on one node, not gangs running on every node bought for the team (docs/design/tenancy.md, "Still open"). A node
@@ -175,7 +179,7 @@ def test_a_cpu_pod_on_the_other_bought_node_while_the_decoy_runs_does_not_restar
 
 def test_a_cpu_pod_on_the_bought_node_through_a_pause_does_not_take_the_paused_gangs_clock_off():
     """Attack beside round 9's: the team pauses its gang, which waited 20 of its 30 minutes beside an idle h100 node
-    bought for it, and puts a CPU pod of its own (a Deployment's) on that node for the pause. The pause outlasts the
+    bought for it, and puts a CPU pod of its own (a Job's) on that node for the pause. The pause outlasts the
     pool's emptySeconds with no idle node made between the job and its pause left, so the clock came off; the team
     deletes the CPU pod and resumes, and the gang, beside the same node, starts a fresh clock. The node's GPUs were
     never used: the clock stays, and the resumed gang is given back at the next pass."""

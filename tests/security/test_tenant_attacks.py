@@ -27,6 +27,7 @@ import pytest
 from components import device_plugins, gpu_pools, healthgate, tenancy
 from components.tenancy import TeamRules
 from infra.config import STARTUP_TAINT_KEY, SYSTEM_TAINT_KEY
+from infra.core.names import LONGEST_POD_DEADLINE
 from tests.components.test_karpenter import karpenter_plan  # noqa: F401 (fixture)
 from tests.conftest import STACKS, plan_of
 from tests.security.test_tenancy import VISION, Authorizer, _creator, _job, _pod, admitted
@@ -167,17 +168,22 @@ def _container(name: str = "c", **fields) -> dict:
 
 
 def _cpu_pod(**spec) -> dict:
-    """A compliant pod that asks for no GPU (default scheduler allowed)."""
+    """A compliant pod that asks for no GPU (default scheduler allowed), with the deadline every pod without GPUs on
+    a GPU node sets (its containers and sidecars asking none)."""
     pod = _pod(schedulerName="default-scheduler", containers=[_container()])
     pod["spec"].update(spec)
+    sidecars = [i for i in pod["spec"].get("initContainers", []) if i.get("restartPolicy") == "Always"]
+    running = pod["spec"]["containers"] + sidecars
+    if not any("nvidia.com/gpu" in c.get("resources", {}).get("limits", {}) for c in running):
+        pod["spec"].setdefault("activeDeadlineSeconds", LONGEST_POD_DEADLINE)
     return pod
 
 
 def _workload(kind: str, pod: dict) -> dict:
-    template = {
-        "metadata": pod["metadata"].get("labels") and {"labels": pod["metadata"]["labels"]} or {},
-        "spec": pod["spec"],
-    }
+    spec = dict(pod["spec"])
+    if kind != "Job":  # the API server refuses a deadline in a Deployment's or DaemonSet's template
+        spec.pop("activeDeadlineSeconds", None)
+    template = {"metadata": pod["metadata"].get("labels") and {"labels": pod["metadata"]["labels"]} or {}, "spec": spec}
     group = {"DaemonSet": "apps/v1", "Deployment": "apps/v1", "Job": "batch/v1"}[kind]
     return {
         "apiVersion": group,
@@ -196,7 +202,7 @@ def _service(**spec) -> dict:
     }
 
 
-def _gpu_env_deployment(env: dict) -> dict:
+def _gpu_env_job(env: dict) -> dict:
     """Every GPU of a GPU node: tolerate the GPU taint, select GPU nodes, ask the runtime by env (as a DaemonSet,
     on every GPU node, it is refused for that alone: test_r9_terminating_attack.py)."""
     pod = _cpu_pod(
@@ -204,7 +210,7 @@ def _gpu_env_deployment(env: dict) -> dict:
         nodeSelector={"higgsfield.io/pool": "h100"},
         containers=[_container(env=[env])],
     )
-    return _workload("Deployment", _by_volcano(pod))
+    return _workload("Job", _by_volcano(pod))
 
 
 def _by_volcano(pod: dict) -> dict:
@@ -248,8 +254,8 @@ INTERNAL_LB = "load balancers are internal in this stack"
 # name -> (object, the validation that refuses it, the team's rules, the request)
 ATTACKS = {
     # 2. GPUs outside the device plugin, Volcano and the quota
-    "deployment_with_nvidia_visible_devices_all": (
-        _gpu_env_deployment({"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}),
+    "job_with_nvidia_visible_devices_all": (
+        _gpu_env_job({"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}),
         ENV,
         VISION,
         {},
@@ -327,9 +333,9 @@ ATTACKS = {
         VISION,
         {},
     ),
-    "deployment_holding_efa_outside_volcano": (
+    "job_holding_efa_outside_volcano": (
         _workload(
-            "Deployment",
+            "Job",
             _cpu_pod(
                 tolerations=[GPU_TOLERATION],
                 containers=[_container(resources={"limits": {"vpc.amazonaws.com/efa": 32}})],
@@ -640,15 +646,15 @@ def test_env_from_a_config_map_is_out_of_admissions_sight_and_the_gpu_nodes_clos
     CUDA base images set NVIDIA_VISIBLE_DEVICES=all). The policy admits it - honestly - and the GPU
     nodes' container toolkit ignores the variable in unprivileged containers; the device plugin
     hands GPUs over as volume mounts instead."""
-    deployment = _workload(
-        "Deployment",
+    job = _workload(
+        "Job",
         _by_volcano(
             _cpu_pod(
                 tolerations=[GPU_TOLERATION], containers=[_container(envFrom=[{"configMapRef": {"name": "gpus"}}])]
             )
         ),
     )
-    assert _denied(deployment, VISION) == []
+    assert _denied(job, VISION) == []
     assert gpu_pools.CONTAINER_TOOLKIT_SETTINGS["accept-nvidia-visible-devices-envvar-when-unprivileged"] == "false"
     assert device_plugins.DEVICE_LIST_STRATEGY == "volume-mounts"
 
