@@ -13,6 +13,7 @@ import dataclasses
 import pytest
 
 from components import teams, tenancy
+from components.training import SCHEDULER_CONFIG
 from infra.config import Team
 from infra.core.names import LONGEST_POD_DEADLINE
 from infra.offline.pods import cores, mebibytes
@@ -161,3 +162,11 @@ def _quotas_admit(pod: dict, quotas: list[dict], used: dict[str, dict[str, float
         for r in asks:
             used[q["metadata"]["name"]][r] += asks[r]
     return True
+
+
+def test_volcano_runs_without_its_resourcequota_plugin_which_would_read_the_cpu_only_quota_as_every_gangs():
+    """Volcano's `resourcequota` plugin weighs a job's PodGroup minimum against every quota of its namespace, scopes
+    unread (pkg/scheduler/plugins/resourcequota/resourcequota.go@v1.15.1): with it, the CPU-only quota could hold
+    back gangs it does not count."""
+    plugins = [p["name"] for tier in SCHEDULER_CONFIG["tiers"] for p in tier["plugins"]]
+    assert "resourcequota" not in plugins
