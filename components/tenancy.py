@@ -697,11 +697,12 @@ def node_share_validations(team: TeamRules) -> list[dict]:
             # pods to CPU-only work's room (components/teams.py cpu_only_quota).
             "expression": f"variables.specs_kept || variables.specs.all(s, !{_takes_a_gpu_node('s')} || "
             f"(({_POD_GPUS} > 0.0) != has(s.activeDeadlineSeconds)))",
-            "message": "a pod without GPUs on a GPU node sets spec.activeDeadlineSeconds (any, up to "
+            "message": "a pod without GPUs on a GPU node sets spec.activeDeadlineSeconds (its own: a template's "
+            "spec, not a Job's spec or a Kubeflow job's runPolicy; any, up to "
             f"{LONGEST_POD_DEADLINE}) and a pod with GPUs none: the deadline counts it in the namespace's "
             f"`{CPU_ONLY_QUOTA}` quota, CPU-only work's room, so that pods without GPUs hold no GPU nodes its GPUs "
-            "do not (a Deployment's, ReplicaSet's or StatefulSet's pods cannot carry one: run that work in a Job, "
-            "or beside a GPU container)",
+            "do not (a Deployment's, ReplicaSet's, StatefulSet's, DaemonSet's or ReplicationController's pods cannot "
+            "carry one: run that work in a Job, or beside a GPU container)",
             "reason": "Forbidden",
         },
         {
