@@ -93,6 +93,12 @@ OPERATOR_USER = "system:serviceaccount:kubeflow:training-operator"
 # memory in bytes (initContainerCpu 100m, initContainerMem 512Mi: kubeflow/trainer:pkg/controller.v1/mpi/mpijob.go,
 # added by newLauncher in mpijob_controller.go@v1.9.4).
 LAUNCHER_INIT_REQUESTS = {"cpu": 0.1, "memory": 512.0 * 2**20}
+# What kubectl-delivery also requests and limits, in bytes (initContainerEphStorage 5Gi, same files): the one
+# ephemeral-storage a pod on a GPU node may ask, far below any node's, so it holds no node alone.
+LAUNCHER_INIT_EPHEMERAL_STORAGE = 5.0 * 2**30
+# What newLauncher sets empty on the first container of a launcher that asks no GPU (isGPULauncher, kubeflow/trainer:
+# pkg/controller.v1/mpi/mpijob.go@v1.9.4): it hides the node's GPUs, it gives none.
+LAUNCHER_HIDDEN_GPU_ENV = ("NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES")
 # What the operator's init container init-pytorch requests in each Worker pod of a PyTorchJob with a Master (50m,
 # 10Mi: initContainerTemplate, added by setInitContainer only where a Master is, kubeflow/trainer:pkg/controller.v1/
 # pytorch/initcontainer.go@v1.9.4), CPU in cores and memory in bytes.
@@ -136,6 +142,18 @@ JOB_CONTROLLER_USERS = (f"{CONTROLLER_USERS}job-controller", CONTROLLER_MANAGER)
 # the operator creates (a team's own container of that name would collide with it: the pod would
 # be invalid).
 KUBECTL_DELIVERY = "kubectl-delivery"
+
+
+def _operators_delivery(c: str) -> str:
+    """Container `c` is the operator's kubectl-delivery in a launcher pod, as the operator created it (a later UPDATE
+    of the pod keeps it unchanged)."""
+    return (
+        f"(object.kind == 'Pod' && {c}.name == '{KUBECTL_DELIVERY}' && (request.userInfo.username == "
+        f"'{OPERATOR_USER}' || (request.operation == 'UPDATE' && has(oldObject.spec.initContainers) && "
+        f"oldObject.spec.initContainers.exists(o, o == {c}))))"
+    )
+
+
 # Taints no team pod may tolerate: the system nodes' and the health gate's (a pod tolerating the
 # startup taint would land on a node before it passed its checks). A toleration with no key and
 # operator Exists tolerates every taint, these two included.
@@ -375,13 +393,25 @@ NODE_SELECTOR_KEYS = (
 )
 
 
-def _asks_only(obj: str) -> str:
-    """`obj` (a container, or a pod spec's pod-level `resources`) requests and limits only GPU_NODE_POD_RESOURCES."""
-    allowed = _list(GPU_NODE_POD_RESOURCES)
+def _asks_only(obj: str, resources: Sequence[str] = GPU_NODE_POD_RESOURCES) -> str:
+    """`obj` (a container, or a pod spec's pod-level `resources`) requests and limits only `resources`."""
+    allowed = _list(resources)
     return (
         f"(!has({obj}.resources) || ((!has({obj}.resources.requests) || {obj}.resources.requests.all(k, k in "
         f"{allowed})) && (!has({obj}.resources.limits) || {obj}.resources.limits.all(k, k in {allowed}))))"
     )
+
+
+def _asks_at_most_of(obj: str, resource: str, most: float) -> str:
+    """`obj` (a container) requests and limits at most `most` of `resource`, where it names it."""
+
+    def within(field: str) -> str:
+        return (
+            f"(!has({obj}.resources) || !has({obj}.resources.{field}) || !('{resource}' in {obj}.resources.{field}) "
+            f"|| quantity(string({obj}.resources.{field}['{resource}'])).asApproximateFloat() <= {most!r})"
+        )
+
+    return f"({within('requests')} && {within('limits')})"
 
 
 def _asks_gpus(spec: str) -> str:
@@ -650,8 +680,11 @@ def node_share_validations(team: TeamRules) -> list[dict]:
             "reason": "Forbidden",
         },
         {
+            # but the operator's kubectl-delivery, which asks its ephemeral-storage in every launcher
             "expression": f"variables.specs.all(s, !{_takes_a_gpu_node('s')} || ({_asks_only('s')} && "
-            f"{_containers('s')}.all(c, {_asks_only('c')})))",
+            f"{_containers('s')}.all(c, {_asks_only('c')} || ({_operators_delivery('c')} && "
+            f"{_asks_only('c', (*GPU_NODE_POD_RESOURCES, 'ephemeral-storage'))} && "
+            f"{_asks_at_most_of('c', 'ephemeral-storage', LAUNCHER_INIT_EPHEMERAL_STORAGE)}))))",
             "message": f"pods on GPU nodes ask for {', '.join(GPU_NODE_POD_RESOURCES)} only (what the team's "
             "queue and quota hold in its GPUs' share): no ephemeral-storage, hugepages-1Gi or other resource",
             "reason": "Forbidden",
@@ -1650,8 +1683,13 @@ def gpu_and_node_validations() -> list[dict]:
             "reason": "Forbidden",
         },
         {
+            # but the empty ones the operator sets on its launcher without GPUs (LAUNCHER_HIDDEN_GPU_ENV), in the pod
+            # it creates and that pod's later updates (a pod's containers are immutable)
             "expression": "variables.containers.all(cs, cs.all(c, !has(c.env) || c.env.all(e, !(e.name in "
-            f"{_list(GPU_DEVICE_ENV)}))))",
+            f"{_list(GPU_DEVICE_ENV)}) || (object.kind == 'Pod' && e.name in {_list(LAUNCHER_HIDDEN_GPU_ENV)} && "
+            "!has(e.valueFrom) && (!has(e.value) || e.value == '') && (request.userInfo.username == "
+            f"'{OPERATOR_USER}' || (request.operation == 'UPDATE' && oldObject.spec.containers.exists(o, "
+            "o.name == c.name && has(o.env) && o.env.exists(x, x == e))))))))",
             "message": f"no {', '.join(GPU_DEVICE_ENV)} in a team container (value or valueFrom): GPUs come from the "
             "device plugin (resources nvidia.com/gpu)",
             "reason": "Forbidden",
@@ -1683,19 +1721,12 @@ def gpu_and_node_validations() -> list[dict]:
 
 def container_hardening_validations() -> list[dict]:
     """Every container, ephemeral ones included, without privilege escalation."""
-    # the operator's container, as the operator created it (later updates of the pod keep it unchanged)
-    operator_delivery = (
-        f"(object.kind == 'Pod' && c.name == '{KUBECTL_DELIVERY}' && (request.userInfo.username == '{OPERATOR_USER}' "
-        "|| "
-        "(request.operation == 'UPDATE' && has(oldObject.spec.initContainers) && "
-        "oldObject.spec.initContainers.exists(o, o == c))))"
-    )
     return [
         {
             "expression": (
                 "variables.containers.all(cs, cs.all(c, (has(c.securityContext) && "
                 "has(c.securityContext.allowPrivilegeEscalation) && "
-                f"c.securityContext.allowPrivilegeEscalation == false) || {operator_delivery}))"
+                f"c.securityContext.allowPrivilegeEscalation == false) || {_operators_delivery('c')}))"
             ),
             "message": "every container sets securityContext.allowPrivilegeEscalation: false (setuid binaries can't "
             "gain privileges)",

@@ -1,0 +1,144 @@
+"""Round 20's attack on the CPU-only quota and the paths beside it (the launcher pod the Training Operator makes of
+an MPIJob whose launcher asks no GPU, which the CPU-only rule is about). The team admission policy's CEL evaluated
+with cel-expr-python, as tests/security/test_tenancy.py does.
+
+The launcher pod is modelled as the operator v1.9.4 makes it (newLauncher, kubeflow/trainer:pkg/controller.v1/mpi/
+mpijob_controller.go@v1.9.4): the template's pod with the operator's labels and Volcano's annotations, the init
+container kubectl-delivery requesting and limiting 100m CPU, 512Mi memory and 5Gi ephemeral-storage
+(initContainerCpu, initContainerMem, initContainerEphStorage, pkg/controller.v1/mpi/mpijob.go@v1.9.4), and, where the
+launcher asks no GPU (isGPULauncher, same file), NVIDIA_VISIBLE_DEVICES and NVIDIA_DRIVER_CAPABILITIES set empty on
+its first container, beside the MPI variables; created by the operator's service account."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from components import tenancy
+from components.teams import rules_of
+from infra.config.job import load_job
+from infra.core.names import LONGEST_POD_DEADLINE, POOL_LABEL
+from infra.offline import jobs, team_job
+from tests.conftest import config_of
+from tests.offline.test_team_job import EXAMPLE
+from tests.security.test_cpu_only_quota import _cpu_pod
+from tests.security.test_tenancy import denied_by
+
+# what newLauncher adds to the launcher's first container where the launcher asks no GPU
+HIDDEN_GPUS = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": ""}, {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": ""}]
+
+
+def _operators_launcher(job: dict, delivery_storage: str = "5Gi") -> dict:
+    """The launcher Pod the operator creates for `job` (an MPIJob whose launcher asks no GPU)."""
+    name, namespace = job["metadata"]["name"], job["metadata"]["namespace"]
+    template = copy.deepcopy(job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"])
+    meta, spec = template.setdefault("metadata", {}), template["spec"]
+    meta.setdefault("labels", {}).update({**tenancy.LAUNCHER, "training.kubeflow.org/job-name": name})
+    meta.setdefault("annotations", {}).update(
+        {"scheduling.k8s.io/group-name": name, "volcano.sh/task-spec": "launcher"}
+    )
+    spec.setdefault("schedulerName", "volcano")
+    spec.setdefault("serviceAccountName", f"{name}-launcher")
+    delivery = {"cpu": "100m", "memory": "512Mi", "ephemeral-storage": delivery_storage}
+    spec.setdefault("initContainers", []).append(
+        {
+            "name": tenancy.KUBECTL_DELIVERY,
+            "image": "kubeflow/kubectl-delivery",
+            "env": [{"name": "TARGET_DIR", "value": "/opt/kube"}, {"name": "NAMESPACE", "value": namespace}],
+            "volumeMounts": [{"name": "mpi-job-kubectl", "mountPath": "/opt/kube"}],
+            "resources": {"limits": dict(delivery), "requests": dict(delivery)},
+        }
+    )
+    main = spec["containers"][0]
+    main.setdefault("env", []).extend(
+        [{"name": "OMPI_MCA_plm_rsh_agent", "value": "/etc/mpi/kubexec.sh"}, *copy.deepcopy(HIDDEN_GPUS)]
+    )
+    main.setdefault("volumeMounts", []).append({"name": "mpi-job-config", "mountPath": "/etc/mpi"})
+    spec.setdefault("volumes", []).extend(
+        [
+            {"name": "mpi-job-kubectl", "emptyDir": {}},
+            {"name": "mpi-job-config", "configMap": {"name": f"{name}-config"}},
+        ]
+    )
+    meta.update(
+        {
+            "name": f"{name}-launcher",
+            "namespace": namespace,
+            "ownerReferences": [
+                {"apiVersion": "kubeflow.org/v1", "kind": "MPIJob", "name": name, "uid": "u", "controller": True}
+            ],
+        }
+    )
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+def _rendered_mpijob(source: str) -> tuple[dict, tenancy.TeamRules]:
+    """prod's MPIJob as the platform renders it (`source`: the NCCL example, or a team's job file), and its team's
+    rules."""
+    cfg = config_of("prod")
+    if source == "example":
+        job = jobs.workload_of(jobs.render("mpi-nccl-tests", cfg))
+    else:
+        job = team_job.render(load_job({**EXAMPLE, "name": "mpi-ft", "framework": "mpi"}), cfg)[0][-1]
+    team = next(t for t in cfg.scheduler.teams if t.name == job["metadata"]["namespace"])
+    return job, rules_of(team, cfg.scheduler.priority_classes, pools=cfg.gpu_pools)
+
+
+@pytest.mark.parametrize("source", ["example", "job-file"])
+def test_the_launcher_pod_the_operator_makes_of_a_rendered_mpijob_is_admitted(source):
+    """Its job is admitted, and the launcher pod the operator then creates (kubectl-delivery's ephemeral-storage, the
+    empty NVIDIA variables of a launcher without GPUs) too: else the launcher never exists and the MPIJob never runs,
+    its workers holding their nodes in the meantime."""
+    job, rules = _rendered_mpijob(source)
+    assert denied_by(job, rules) == []
+    assert denied_by(_operators_launcher(job), rules, user=tenancy.OPERATOR_USER) == []
+
+
+def test_an_update_of_the_operators_launcher_pod_keeping_its_spec_is_admitted():
+    """A member annotating the running launcher (the pod's containers are immutable)."""
+    job, rules = _rendered_mpijob("example")
+    made = _operators_launcher(job)
+    annotated = copy.deepcopy(made)
+    annotated["metadata"]["annotations"]["note"] = "slow"
+    assert denied_by(annotated, rules, operation="UPDATE", old=made, user="alice") == []
+
+
+def test_a_members_pod_with_the_empty_nvidia_variables_is_refused():
+    """Only what the operator adds to its own launcher is let through: a member's pod naming the variables, even
+    empty, is refused as before."""
+    job, rules = _rendered_mpijob("example")
+    pod = _operators_launcher(job)
+    assert any(m.startswith("no NVIDIA_VISIBLE_DEVICES") for m in denied_by(pod, rules, user="alice"))
+
+
+def test_a_kubectl_delivery_asking_more_ephemeral_storage_than_the_operators_is_refused():
+    job, rules = _rendered_mpijob("example")
+    pod = _operators_launcher(job, delivery_storage="500Gi")
+    assert any(m.startswith("pods on GPU nodes ask for") for m in denied_by(pod, rules, user=tenancy.OPERATOR_USER))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="design-level, left to the lead: a pod without GPUs may name any pool (the platform's MPI launcher names "
+    "its gang's), so the CPU-only quota bounds the CPU such pods ask, not the nodes they hold. Refusing a pool in "
+    "them would refuse every launcher; a fix would keep such a pod beside its own team's GPU pods instead (e.g. a "
+    "required podAffinity to them), which Volcano and the autoscalers must then be shown to place",
+)
+def test_pods_without_gpus_hold_no_node_in_each_pool_for_a_sliver_of_the_cpu_only_room():
+    """The attack: team vision (prod, 32 GPUs) runs one Job pod of 10m CPU and 16Mi without GPUs per pool, each
+    naming its pool: 30m of its 16 vCPUs of CPU-only room. In a pool at zero (prod's three are) each makes the
+    Cluster Autoscaler buy a node, and no scale-down removes it, since the pod fits no other node of its pool
+    (nodeSelector), for as long as its deadline, the longest a pod may have: three GPU nodes held beyond the
+    team's GPUs for 30m CPU."""
+    cfg = config_of("prod")
+    team = next(t for t in cfg.scheduler.teams if t.name == "vision")
+    rules = rules_of(team, cfg.scheduler.priority_classes, pools=cfg.gpu_pools)
+    pinned = []
+    for pool in cfg.gpu_pools:
+        selector = {POOL_LABEL: pool.name, "topology.kubernetes.io/zone": pool.availability_zone}
+        pod = _cpu_pod(activeDeadlineSeconds=LONGEST_POD_DEADLINE, nodeSelector=selector)
+        pod["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "10m", "memory": "16Mi"}}
+        if denied_by(pod, rules) == []:
+            pinned.append(pool.name)
+    assert len(pinned) <= 1, pinned
