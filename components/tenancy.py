@@ -740,9 +740,11 @@ def node_share_validations(team: TeamRules) -> list[dict]:
         },
         {
             # The API server lets an UPDATE add a pod's deadline (never remove it: ValidatePodUpdate, kubernetes/
-            # kubernetes:pkg/apis/core/validation/validation.go@000f2605), but a quota charges a pod at its CREATE
-            # and a resize only (the pod evaluator's Handles, pkg/quota/v1/evaluator/core/pods.go@05e7cb29): a pod
-            # moved into the Terminating scope by an UPDATE would run uncounted by the CPU-only quota.
+            # kubernetes:pkg/apis/core/validation/validation.go@000f2605), and quota admission charges a pod at its
+            # CREATE and a resize only (the pod evaluator's Handles, pkg/quota/v1/evaluator/core/pods.go@05e7cb29; a
+            # newer stored copy also charges an UPDATE that moves a pod across a scope, unpinned here): a pod moved
+            # into the Terminating scope by an UPDATE might run uncounted by the CPU-only quota. Refused, a pod's
+            # scope is the one it was created with.
             "expression": "object.kind != 'Pod' || request.operation != 'UPDATE' || oldObject == null || "
             "has(object.spec.activeDeadlineSeconds) == has(oldObject.spec.activeDeadlineSeconds)",
             "message": "a pod's activeDeadlineSeconds is set when it is created, not added by an update: the "
