@@ -2105,17 +2105,24 @@ def plain_class(cfg: Any, team: Any) -> str | None:
     return next((c for c in team.priority_classes if workloads.get(c, "training") != "training"), None)
 
 
+def _on_gpu_nodes(team: Any, priority_class: str | None) -> dict:
+    """The trial job's pod spec (a fresh one: the caller's to change) placed on the GPU nodes as the team policy
+    admits a plain workload's pod there: it tolerates the GPU taint, Volcano schedules it, and it names a class a
+    plain workload may (`priority_class`, a serving or evaluation one)."""
+    spec: dict = trial_job(team)["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]
+    spec["tolerations"] = [{"key": names.GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
+    spec["schedulerName"] = SCHEDULER
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    return spec
+
+
 def gpu_daemon_set(team: Any, priority_class: str | None) -> dict:
     """A DaemonSet that tolerates the GPU taint and asks a node's GPUs: the autoscalers would count its pod on every
     GPU node they plan, so no gang would fit one (docs/design/tenancy.md). Otherwise one the team policy admits: a
     GPU pod of Volcano's, in a class a plain workload may name (`priority_class`, a serving or evaluation one)."""
-    job = trial_job(team)
-    spec = job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]  # a fresh job's: ours to change
-    spec["tolerations"] = [{"key": names.GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
+    spec = _on_gpu_nodes(team, priority_class)
     spec["containers"][0]["resources"] = {"limits": {names.GPU_RESOURCE: 8}}
-    spec["schedulerName"] = SCHEDULER  # a GPU pod's, so the policy refuses it for the nodes alone
-    if priority_class:
-        spec["priorityClassName"] = priority_class
     labels = {"app": ATTACK_NAME}
     return {
         "apiVersion": "apps/v1",
@@ -2125,8 +2132,28 @@ def gpu_daemon_set(team: Any, priority_class: str | None) -> dict:
     }
 
 
-def _refused(ctx: Any, group: str, version: str, namespace: str, plural: str, body: dict) -> str | None:
-    """The status of a dry-run CREATE refused by a ValidatingAdmissionPolicy; None where it was admitted."""
+DEADLINE_FIELD = "spec.activeDeadlineSeconds"  # what the team policy's refusal of a pod without one names
+
+
+def cpu_only_job(team: Any, priority_class: str | None) -> dict:
+    """A suspended batch Job whose pod tolerates the GPU taint, asks no GPU and sets no activeDeadlineSeconds: the
+    CPU-only quota (scope Terminating) would not count it, so pods like it, packed onto GPU nodes, could take nodes
+    the team's GPUs do not pay for (docs/design/tenancy.md, "Pods without GPUs run to a deadline"). Otherwise one the
+    team policy admits: placed on the GPU nodes as gpu_daemon_set's pod is, its container's requests the trial
+    job's."""
+    spec = _on_gpu_nodes(team, priority_class)
+    spec["restartPolicy"] = "Never"  # a Job's pods may not restart Always (the API server's validation)
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": ATTACK_NAME, "namespace": team.name},
+        "spec": {"suspend": True, "backoffLimit": 0, "template": {"spec": spec}},
+    }
+
+
+def _refusal(ctx: Any, group: str, version: str, namespace: str, plural: str, body: dict) -> tuple[int, str] | None:
+    """The status and message of a dry-run CREATE refused by a ValidatingAdmissionPolicy; None where it was
+    admitted."""
     from kubernetes.client.exceptions import ApiException
 
     try:
@@ -2134,15 +2161,22 @@ def _refused(ctx: Any, group: str, version: str, namespace: str, plural: str, bo
     except ApiException as exc:
         message = (json.loads(exc.body or "{}") or {}).get("message", "")
         if exc.status in (403, 422) and "ValidatingAdmissionPolicy" in message:
-            return f"refused ({exc.status})"
+            return exc.status, message
         raise
     return None
 
 
+def _refused(ctx: Any, group: str, version: str, namespace: str, plural: str, body: dict) -> str | None:
+    """The status of a dry-run CREATE refused by a ValidatingAdmissionPolicy; None where it was admitted."""
+    refusal = _refusal(ctx, group, version, namespace, plural, body)
+    return f"refused ({refusal[0]})" if refusal else None
+
+
 def tenant_attacks(ctx: Any) -> Outcome:
     """Each team submits, as dry runs the API server must refuse: a PodGroup to a queue not its own, a
-    TFJob under a name only a PyTorchJob may take, one that would keep its pods once finished, and one
-    handed to another controller."""
+    TFJob under a name only a PyTorchJob may take, one that would keep its pods once finished, one
+    handed to another controller, one whose pods carry a finalizer, a DaemonSet on the GPU nodes, and a
+    Job of pods without GPUs there that run to no deadline."""
     teams = ctx.config.scheduler.teams
     problems, seen = [], []
     for team in teams:
@@ -2162,6 +2196,16 @@ def tenant_attacks(ctx: Any) -> Outcome:
         )
         what = "a DaemonSet on the GPU nodes"
         (seen if verdict else problems).append(f"{team.name}: {what} {verdict or 'was admitted (dry run)'}")
+        # refused for its deadline, the one thing it lacks (a test checks that against the policy's CEL): a refusal
+        # for anything else would pass on a policy without the rule
+        refusal = _refusal(ctx, "batch", "v1", team.name, "jobs", cpu_only_job(team, plain_class(ctx.config, team)))
+        what = "a Job without GPUs on the GPU nodes and no deadline"
+        if refusal is None:
+            problems.append(f"{team.name}: {what} was admitted (dry run)")
+        elif DEADLINE_FIELD not in refusal[1]:
+            problems.append(f"{team.name}: {what} was refused ({refusal[0]}), not for its deadline: {refusal[1]}")
+        else:
+            seen.append(f"{team.name}: {what} refused ({refusal[0]}) for its deadline")
         # Volcano's /podgroups/mutate moves a PodGroup in queue `default` to its namespace's queue
         # (components/training.py): with one queue there is no other team's queue to try.
         other = next((t.queue for t in teams if t.queue != team.queue), None)
@@ -2372,6 +2416,154 @@ def job_cleanup(ctx: Any) -> Outcome:
             "or let them finish and delete their pods: until then a finished job's pods keep their GPUs",
         )
     return passed(f"{count} Kubeflow jobs in team namespaces, each deleting its running pods when it finishes")
+
+
+# The phases in which a pod is no longer charged to a quota (QuotaV1Pod, kubernetes/kubernetes:pkg/quota/v1/evaluator/
+# core/pods.go@05e7cb29), nor holds a node.
+TERMINAL_PHASES = ("Succeeded", "Failed")
+CPU_ONLY_RESOURCES = ("requests.cpu", "requests.memory")
+
+
+def _charged(pod: dict, now: datetime.datetime) -> bool:
+    """Whether a quota charges the pod its compute resources: not in a terminal phase, and not deleted longer ago
+    than its grace period (a pod stuck terminating on a lost node: QuotaV1Pod, pods.go@05e7cb29)."""
+    if (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
+        return False
+    meta = pod["metadata"]
+    deleted, grace = meta.get("deletionTimestamp"), meta.get("deletionGracePeriodSeconds")
+    return not (deleted and grace is not None and now > _iso(deleted) + datetime.timedelta(seconds=grace))
+
+
+def _requested(spec: dict, resource: str) -> Any:
+    """A pod spec's request of `resource` (cpu, memory) as a quota charges it (a Decimal of cores or bytes): its
+    containers' and sidecars' (init containers with restartPolicy Always) requests summed, or the most an init
+    container asks beside the sidecars started before it if that is more; the pod-level request instead where the
+    spec sets one; plus the runtime class's overhead (PodUsageFunc in pods.go@05e7cb29 charges
+    resourcehelper.PodRequests: AggregateContainerRequests and PodRequests in kubernetes/kubernetes:staging/src/
+    k8s.io/component-helpers/resource/helpers.go@0085214e)."""
+    from kubernetes.utils.quantity import parse_quantity
+
+    def asked(container: dict) -> Any:
+        return parse_quantity(((container.get("resources") or {}).get("requests") or {}).get(resource, 0))
+
+    total = sum((asked(c) for c in spec.get("containers") or []), parse_quantity(0))
+    sidecars = most_of_an_init = parse_quantity(0)
+    for init in spec.get("initContainers") or []:
+        if init.get("restartPolicy") == "Always":
+            total, sidecars = total + asked(init), sidecars + asked(init)
+            most_of_an_init = max(most_of_an_init, sidecars)
+        else:
+            most_of_an_init = max(most_of_an_init, sidecars + asked(init))
+    total = max(total, most_of_an_init)
+    pod_level = ((spec.get("resources") or {}).get("requests") or {}).get(resource)
+    if pod_level is not None:
+        total = parse_quantity(pod_level)
+    return total + parse_quantity((spec.get("overhead") or {}).get(resource, 0))
+
+
+def _quantity(value: Any, resource: str) -> str:
+    """A summed quantity as a person reads it: cores, memory in the largest binary unit that holds it whole."""
+    if resource.endswith("cpu"):
+        return f"{value.normalize():f}"
+    for unit, size in (("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+        if value % size == 0:
+            return f"{value // size:f}{unit}"
+    return f"{value:f}"
+
+
+def _hard_as_quantities(spec: dict) -> dict:
+    """A ResourceQuota's spec with its hard limits as quantities: the API server stores each in its canonical form
+    (1024Mi as 1Gi), the same quantity."""
+    from kubernetes.utils.quantity import parse_quantity
+
+    return {**spec, "hard": {k: parse_quantity(v) for k, v in (spec.get("hard") or {}).items()}}
+
+
+def _gpu_node_pod_without_a_deadline(pod: dict) -> bool:
+    """A pod placed on the GPU nodes (it tolerates the GPU taint) that asks no GPU (its containers' and sidecars'
+    limits: a GPU's request equals its limit) and runs to no deadline: the team policy refuses one at CREATE, so it
+    was made before the rule, and no CPU-only quota counts it (docs/upgrading.md, its listing's test)."""
+    spec = pod.get("spec") or {}
+    if spec.get("activeDeadlineSeconds") is not None:
+        return False
+    if not any(t.get("key") == names.GPU_RESOURCE for t in spec.get("tolerations") or []):
+        return False
+    sidecars = [c for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"]
+    gpus = [
+        ((c.get("resources") or {}).get("limits") or {}).get(names.GPU_RESOURCE, 0)
+        for c in [*(spec.get("containers") or []), *sidecars]
+    ]
+    return not any(str(g) not in ("0", "0m") for g in gpus)
+
+
+def cpu_only_quota(ctx: Any) -> Outcome:
+    """Each team namespace's `cpu-only` ResourceQuota is as planned (components/teams.py cpu_only_quota: scope
+    Terminating, CPU-only work's room), and what it counts (status.used) is what its pods with a deadline, not
+    ended, ask: that the API server puts in that quota exactly the pods the team policy marks, which the tests
+    only model. And no pod without GPUs runs on the GPU nodes without a deadline (made before the rule), outside
+    that room."""
+    from kubernetes.utils.quantity import parse_quantity
+
+    from components.teams import cpu_only_quota as planned_quota
+    from components.tenancy import CPU_ONLY_QUOTA
+
+    now, problems, seen = ctx.now(), [], []
+    fixes: dict[str, str] = {}  # what to do, once per kind of problem found
+    for team in ctx.config.scheduler.teams:
+        quotas = {q["metadata"]["name"]: q for q in ctx.kube.resource_quotas(team.name)}
+        pods = ctx.kube.pods(team.name)
+        for pod in pods:
+            if _charged(pod, now) and _gpu_node_pod_without_a_deadline(pod):
+                problems.append(
+                    f"{team.name}/{pod['metadata']['name']}: on the GPU nodes without GPUs and without a "
+                    f"deadline, counted by no {CPU_ONLY_QUOTA} quota"
+                )
+                fixes["pods"] = (
+                    'such a pod was made before the rule: docs/upgrading.md, "From a stack deployed at 3733dc2 or '
+                    'earlier: pods without GPUs run to a deadline", says how to move its work'
+                )
+        live = quotas.get(CPU_ONLY_QUOTA)
+        if live is None:
+            problems.append(f"{team.name}: no ResourceQuota {CPU_ONLY_QUOTA}")
+            fixes["quota"] = "rerun `pulumi up`; `kubectl -n TEAM get resourcequota cpu-only -o yaml` against the plan"
+            continue
+        planned = planned_quota(team)["spec"]
+        changed = _drift(_hard_as_quantities(live.get("spec") or {}), _hard_as_quantities(planned))
+        if changed:
+            problems.append(f"{team.name}: {CPU_ONLY_QUOTA} {', '.join(changed)} not as planned")
+            fixes["quota"] = "rerun `pulumi up`; `kubectl -n TEAM get resourcequota cpu-only -o yaml` against the plan"
+            continue
+        counted = [
+            p for p in pods if (p.get("spec") or {}).get("activeDeadlineSeconds") is not None and _charged(p, now)
+        ]
+        used = (live.get("status") or {}).get("used") or {}
+        differ = []
+        for key in CPU_ONLY_RESOURCES:
+            resource = key.split(".", 1)[1]
+            ours = sum((_requested(p.get("spec") or {}, resource) for p in counted), parse_quantity(0))
+            if key not in used or parse_quantity(used[key]) != ours:
+                differ.append(f"{key} {used.get(key, 'unset')}, its pods' {_quantity(ours, resource)}")
+        names_of = ", ".join(sorted(p["metadata"]["name"] for p in counted)) or "none"
+        if differ:
+            problems.append(
+                f"{team.name}: {CPU_ONLY_QUOTA} counts {'; '.join(differ)} (pods with a deadline, not ended: "
+                f"{names_of})"
+            )
+            fixes["used"] = (
+                "the quota controller recounts within seconds of a pod's change: rerun; a mismatch that stays means "
+                "the API server counts other pods than those with a deadline (`kubectl -n TEAM describe quota "
+                "cpu-only`, `kubectl -n TEAM get pods -o wide`)"
+            )
+            continue
+        hard = planned["hard"]
+        seen.append(
+            f"{team.name}: {CPU_ONLY_QUOTA} as planned ({hard['requests.cpu']} vCPUs, {hard['requests.memory']}), "
+            f"counting {len(counted)} pod(s) with a deadline ({used['requests.cpu']} vCPUs, "
+            f"{used['requests.memory']})"
+        )
+    if problems:
+        return failed("; ".join(problems), "; ".join(fixes.values()))
+    return passed("; ".join(seen) or "no team namespace")
 
 
 def daemon_sets(ctx: Any) -> Outcome:
@@ -3200,8 +3392,8 @@ def specs() -> list[Spec]:
              "list validatingadmissionpolicies, validatingadmissionpolicybindings", after=(KUBE_API,)),
         Spec("kube.tenant-attacks", "admission refuses a PodGroup in another team's queue, a misnamed Kubeflow job, "
              "one that would keep its pods once finished, one managed by another controller, one whose pods carry a "
-             "finalizer, a DaemonSet on the GPU nodes",
-             tenant_attacks, "kube", "create podgroups, tfjobs, daemonsets (dryRun) in team namespaces",
+             "finalizer, a DaemonSet on the GPU nodes, a Job without GPUs there that runs to no deadline",
+             tenant_attacks, "kube", "create podgroups, tfjobs, daemonsets, jobs (dryRun) in team namespaces",
              after=(KUBE_API,)),
         Spec("kube.preview-access", "the CI preview group reads no Secret, pod, log or event, runs nothing in a pod "
              "or node, mints no token, impersonates, binds or escalates nothing, lists no team's own ServiceAccounts, "
@@ -3213,6 +3405,9 @@ def specs() -> list[Spec]:
              job_names, "kube", "list Kubeflow jobs in team namespaces", after=(KUBE_API,)),
         Spec("kube.job-cleanup", "each team Kubeflow job deletes its running pods once finished (cleanPodPolicy)",
              job_cleanup, "kube", "list Kubeflow jobs in team namespaces", after=(KUBE_API,)),
+        Spec("kube.cpu-only-quota", "every team's cpu-only quota is as planned and counts exactly its pods with a "
+             "deadline; no pod without GPUs runs on the GPU nodes without one",
+             cpu_only_quota, "kube", "list resourcequotas, pods in team namespaces", after=(KUBE_API,)),
         Spec("kube.daemon-sets", "the health gate and node DaemonSets are ready on every node they select",
              daemon_sets, "kube", "get daemonsets", after=(KUBE_API,)),
         Spec("kube.cron-jobs", "the gang deadline's CronJob succeeded in the last 10 minutes",

@@ -88,6 +88,9 @@ class Kube:
     def pods(self, namespace: str, label_selector: str = "") -> list[dict]:
         return self._call(self.core.list_namespaced_pod, namespace, label_selector=label_selector)["items"]
 
+    def resource_quotas(self, namespace: str) -> list[dict]:
+        return self._call(self.core.list_namespaced_resource_quota, namespace)["items"]
+
     def node(self, name: str) -> dict:
         return self._call(self.core.read_node, name)
 
