@@ -120,10 +120,10 @@ def test_a_kubectl_delivery_asking_more_ephemeral_storage_than_the_operators_is_
 
 @pytest.mark.xfail(
     strict=True,
-    reason="design-level, left to the lead: a pod without GPUs may name any pool (the platform's MPI launcher names "
-    "its gang's), so the CPU-only quota bounds the CPU such pods ask, not the nodes they hold. Refusing a pool in "
-    "them would refuse every launcher; a fix would keep such a pod beside its own team's GPU pods instead (e.g. a "
-    "required podAffinity to them), which Volcano and the autoscalers must then be shown to place",
+    reason="a pod without GPUs may name any pool (the platform's MPI launcher names its gang's), so the CPU-only "
+    "quota bounds the CPU such pods ask, not the nodes they hold. Refusing a pool in them would refuse every "
+    "launcher; keeping such a pod beside its own team's GPU pods (a required podAffinity to them) would need "
+    'Volcano\'s gang placement and both autoscalers shown to place it (docs/design/tenancy.md, "Still open")',
 )
 def test_pods_without_gpus_hold_no_node_in_each_pool_for_a_sliver_of_the_cpu_only_room():
     """The attack: team vision (prod, 32 GPUs) runs one Job pod of 10m CPU and 16Mi without GPUs per pool, each
