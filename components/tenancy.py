@@ -137,18 +137,17 @@ CONTROLLER_MANAGER = "system:kube-controller-manager"
 # code search), else as the manager itself: both are named, neither is a team's.
 JOB_TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
 JOB_CONTROLLER_USERS = (f"{CONTROLLER_USERS}job-controller", CONTROLLER_MANAGER)
-# The init container the operator adds to every launcher, without a securityContext (newLauncher,
-# same file): the one container allowed to leave allowPrivilegeEscalation unset, and only in a pod
-# the operator creates (a team's own container of that name would collide with it: the pod would
-# be invalid).
+# The init container the operator adds to every launcher (newLauncher, same file).
 KUBECTL_DELIVERY = "kubectl-delivery"
 
 
-def _operators_delivery(c: str) -> str:
-    """Container `c` is the operator's kubectl-delivery in a launcher pod, as the operator created it (a later UPDATE
-    of the pod keeps it unchanged)."""
+def _operators_init(c: str, names: Sequence[str]) -> str:
+    """Container `c` is one of the operator's init containers `names` in a pod, as the operator created it (a later
+    UPDATE of the pod keeps it unchanged). Neither kubectl-delivery nor init-pytorch sets a securityContext
+    (newLauncher; initContainerTemplate, pkg/controller.v1/pytorch/initcontainer.go@v1.9.4). A team's own container of
+    such a name came from a template the policy judged at the job's CREATE, which no exemption covers."""
     return (
-        f"(object.kind == 'Pod' && {c}.name == '{KUBECTL_DELIVERY}' && (request.userInfo.username == "
+        f"(object.kind == 'Pod' && {c}.name in {_list(names)} && (request.userInfo.username == "
         f"'{OPERATOR_USER}' || (request.operation == 'UPDATE' && has(oldObject.spec.initContainers) && "
         f"oldObject.spec.initContainers.exists(o, o == {c}))))"
     )
@@ -682,7 +681,7 @@ def node_share_validations(team: TeamRules) -> list[dict]:
         {
             # but the operator's kubectl-delivery, which asks its ephemeral-storage in every launcher
             "expression": f"variables.specs.all(s, !{_takes_a_gpu_node('s')} || ({_asks_only('s')} && "
-            f"{_containers('s')}.all(c, {_asks_only('c')} || ({_operators_delivery('c')} && "
+            f"{_containers('s')}.all(c, {_asks_only('c')} || ({_operators_init('c', [KUBECTL_DELIVERY])} && "
             f"{_asks_only('c', (*GPU_NODE_POD_RESOURCES, 'ephemeral-storage'))} && "
             f"{_asks_at_most_of('c', 'ephemeral-storage', LAUNCHER_INIT_EPHEMERAL_STORAGE)}))))",
             "message": f"pods on GPU nodes ask for {', '.join(GPU_NODE_POD_RESOURCES)} only (what the team's "
@@ -1728,7 +1727,8 @@ def container_hardening_validations() -> list[dict]:
             "expression": (
                 "variables.containers.all(cs, cs.all(c, (has(c.securityContext) && "
                 "has(c.securityContext.allowPrivilegeEscalation) && "
-                f"c.securityContext.allowPrivilegeEscalation == false) || {_operators_delivery('c')}))"
+                f"c.securityContext.allowPrivilegeEscalation == false) || "
+                f"{_operators_init('c', [i.container for i in OPERATOR_INITS])}))"
             ),
             "message": "every container sets securityContext.allowPrivilegeEscalation: false (setuid binaries can't "
             "gain privileges)",

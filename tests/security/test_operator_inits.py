@@ -1,0 +1,65 @@
+"""The init containers the Training Operator adds to the pods it makes set no securityContext: `init-pytorch` in
+each Worker of a PyTorchJob with a Master (initContainerTemplate and setInitContainer, kubeflow/trainer:
+pkg/controller.v1/pytorch/initcontainer.go@v1.9.4), `kubectl-delivery` in each MPIJob launcher
+(tests/security/test_r20_cpu_only_attack.py). The team policy lets them through in the pods the operator creates, and
+nowhere else. The policy's CEL evaluated with cel-expr-python, as tests/security/test_tenancy.py does."""
+
+from __future__ import annotations
+
+import copy
+
+from components import tenancy
+from components.teams import rules_of
+from infra.config.job import load_job
+from infra.offline import team_job
+from tests.conftest import config_of
+from tests.offline.test_team_job import EXAMPLE
+from tests.security.test_tenancy import _operator_pod, denied_by
+
+HARDENING = "every container sets securityContext.allowPrivilegeEscalation: false"
+# as the operator's initContainerTemplate renders it (the platform's pinned image: components/kustomize/
+# training-operator/kustomization.yaml)
+INIT_PYTORCH = {
+    "name": "init-pytorch",
+    "image": "docker.io/library/alpine:3.22.2",
+    "imagePullPolicy": "IfNotPresent",
+    "resources": {"limits": {"cpu": "100m", "memory": "20Mi"}, "requests": {"cpu": "50m", "memory": "10Mi"}},
+    "command": ["sh", "-c", "err=1;for i in $(seq 100); do if nslookup ft-master-0; then err=0 && break; fi; done"],
+}
+
+
+def _rendered_pytorchjob() -> tuple[dict, tenancy.TeamRules]:
+    """The llama-ft team job on prod: a PyTorchJob of a Master and Workers, and its team's rules."""
+    cfg = config_of("prod")
+    job = team_job.render(load_job({**EXAMPLE, "name": "ft"}), cfg)[0][-1]
+    team = next(t for t in cfg.scheduler.teams if t.name == job["metadata"]["namespace"])
+    return job, rules_of(team, cfg.scheduler.priority_classes, pools=cfg.gpu_pools)
+
+
+def _worker_pod(job: dict) -> dict:
+    """A Worker pod as the operator makes it beside a Master: init-pytorch appended to the template's init
+    containers."""
+    pod = _operator_pod(job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"], job["metadata"]["namespace"])
+    pod["spec"].setdefault("initContainers", []).append(copy.deepcopy(INIT_PYTORCH))
+    return pod
+
+
+def test_a_worker_pod_the_operator_makes_beside_a_master_is_admitted():
+    """Else no Worker of a multi-node PyTorchJob would exist: the Master waits for them, holding its node."""
+    job, rules = _rendered_pytorchjob()
+    assert list(job["spec"]["pytorchReplicaSpecs"]) == ["Master", "Worker"]
+    assert denied_by(_worker_pod(job), rules, user=tenancy.OPERATOR_USER) == []
+
+
+def test_a_members_pod_with_an_init_pytorch_of_its_own_is_refused():
+    job, rules = _rendered_pytorchjob()
+    assert HARDENING in [m[: len(HARDENING)] for m in denied_by(_worker_pod(job), rules, user="alice")]
+
+
+def test_a_job_whose_template_names_an_init_container_init_pytorch_without_the_setting_is_refused():
+    """The exemption is for the operator's container in the pods it creates: a template of the team's never has
+    one."""
+    job, rules = _rendered_pytorchjob()
+    worker = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+    worker.setdefault("initContainers", []).append(copy.deepcopy(INIT_PYTORCH))
+    assert HARDENING in [m[: len(HARDENING)] for m in denied_by(job, rules)]
