@@ -44,11 +44,14 @@ def _worker_pod(job: dict) -> dict:
     return pod
 
 
-def test_a_worker_pod_the_operator_makes_beside_a_master_is_admitted():
-    """Else no Worker of a multi-node PyTorchJob would exist: the Master waits for them, holding its node."""
+def test_a_members_update_of_a_worker_pod_keeping_the_operators_init_pytorch_is_admitted():
+    """Its labels or annotations changed, or the garbage collector orphaning it: the pod's containers are immutable.
+    (The pod the operator creates: tests/security/test_r20_operator_pods.py.)"""
     job, rules = _rendered_pytorchjob()
-    assert list(job["spec"]["pytorchReplicaSpecs"]) == ["Master", "Worker"]
-    assert denied_by(_worker_pod(job), rules, user=tenancy.OPERATOR_USER) == []
+    made = _worker_pod(job)
+    annotated = copy.deepcopy(made)
+    annotated["metadata"].setdefault("annotations", {})["note"] = "slow"
+    assert denied_by(annotated, rules, operation="UPDATE", old=made, user="alice") == []
 
 
 def test_a_members_pod_with_an_init_pytorch_of_its_own_is_refused():

@@ -275,25 +275,9 @@ SOURCES = {
     "health-check": _health_check,
 }
 CASES = [(source, replica) for source, render in SOURCES.items() for replica in _replicas(render())]
-# init-pytorch, which the operator adds to each Worker of a PyTorchJob with a Master, sets no securityContext
-# (initContainerTemplate, kubeflow/trainer:pkg/controller.v1/pytorch/initcontainer.go@v1.9.4), and the policy asks
-# allowPrivilegeEscalation: false of every container: fixed on its own branch, which drops this mark.
-BESIDE_A_MASTER = {
-    (source, "Worker")
-    for source, render in SOURCES.items()
-    if render()["kind"] == "PyTorchJob" and {"Master", "Worker"} <= set(_replicas(render()))
-}
-INIT_PYTORCH = pytest.mark.xfail(
-    strict=True,
-    reason="init-pytorch, the operator's init container in a Worker beside a Master, sets no "
-    "allowPrivilegeEscalation: false (kubeflow/trainer:pkg/controller.v1/pytorch/initcontainer.go@v1.9.4)",
-)
 
 
-@pytest.mark.parametrize(
-    ("source", "replica"),
-    [pytest.param(s, r, marks=[INIT_PYTORCH] if (s, r) in BESIDE_A_MASTER else []) for s, r in CASES],
-)
+@pytest.mark.parametrize(("source", "replica"), CASES)
 def test_the_pod_the_operator_makes_of_each_rendered_replica_is_admitted(source, replica):
     job = SOURCES[source]()
     rules = _rules(job)
