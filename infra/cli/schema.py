@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import inspect
 import json
 import textwrap
@@ -53,6 +54,13 @@ def _models() -> list[type[BaseModel]]:
 
 def field_docs(model: type[BaseModel]) -> dict[str, str]:
     """Attribute name -> the docstring written under it in the class body."""
+    return dict(_field_docs(model))
+
+
+@functools.cache
+def _field_docs(model: type[BaseModel]) -> dict[str, str]:
+    """field_docs, read once a process for each model: inspect.getsource parses the model's whole module to find the
+    class (about 5 ms a model, two dozen a schema), and a loaded class's source does not change."""
     tree = ast.parse(textwrap.dedent(inspect.getsource(model)))
     body = tree.body[0].body  # type: ignore[attr-defined]
     docs = {}

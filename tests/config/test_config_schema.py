@@ -27,6 +27,14 @@ def test_committed_schema_is_generated_from_the_models():
     )
 
 
+def test_a_change_to_the_field_docs_one_caller_got_is_not_what_the_next_caller_gets():
+    # field_docs reads each model once a process: every caller gets its own copy of what was read
+    docs = schema.field_docs(schema.config.StackConfig)
+    first = dict(docs)
+    docs.clear()
+    assert schema.field_docs(schema.config.StackConfig) == first != {}
+
+
 def test_settings_reference_table_is_generated_from_the_models():
     page = (ROOT / schema.SETTINGS_PATH).read_text()
     assert schema.with_table(page) == page, f"the settings table is stale: run `{schema.REGENERATE}`"
