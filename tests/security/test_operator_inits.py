@@ -14,18 +14,10 @@ from infra.config.job import load_job
 from infra.offline import team_job
 from tests.conftest import config_of
 from tests.offline.test_team_job import EXAMPLE
-from tests.security.test_tenancy import _operator_pod, denied_by
+from tests.security.test_r20_operator_pods import _as_the_operator_makes_it
+from tests.security.test_tenancy import denied_by
 
 HARDENING = "every container sets securityContext.allowPrivilegeEscalation: false"
-# as the operator's initContainerTemplate renders it (the platform's pinned image: components/kustomize/
-# training-operator/kustomization.yaml)
-INIT_PYTORCH = {
-    "name": "init-pytorch",
-    "image": "docker.io/library/alpine:3.22.2",
-    "imagePullPolicy": "IfNotPresent",
-    "resources": {"limits": {"cpu": "100m", "memory": "20Mi"}, "requests": {"cpu": "50m", "memory": "10Mi"}},
-    "command": ["sh", "-c", "err=1;for i in $(seq 100); do if nslookup ft-master-0; then err=0 && break; fi; done"],
-}
 
 
 def _rendered_pytorchjob() -> tuple[dict, tenancy.TeamRules]:
@@ -37,10 +29,9 @@ def _rendered_pytorchjob() -> tuple[dict, tenancy.TeamRules]:
 
 
 def _worker_pod(job: dict) -> dict:
-    """A Worker pod as the operator makes it beside a Master: init-pytorch appended to the template's init
-    containers."""
-    pod = _operator_pod(job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"], job["metadata"]["namespace"])
-    pod["spec"].setdefault("initContainers", []).append(copy.deepcopy(INIT_PYTORCH))
+    """A Worker pod as the operator makes it beside a Master, init-pytorch among its init containers."""
+    pod = _as_the_operator_makes_it(job, "Worker")
+    assert "init-pytorch" in [c["name"] for c in pod["spec"]["initContainers"]]
     return pod
 
 
@@ -64,5 +55,5 @@ def test_a_job_whose_template_names_an_init_container_init_pytorch_without_the_s
     one."""
     job, rules = _rendered_pytorchjob()
     worker = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
-    worker.setdefault("initContainers", []).append(copy.deepcopy(INIT_PYTORCH))
+    worker.setdefault("initContainers", []).append(copy.deepcopy(_worker_pod(job)["spec"]["initContainers"][-1]))
     assert HARDENING in [m[: len(HARDENING)] for m in denied_by(job, rules)]

@@ -176,6 +176,21 @@ def _mpi(job: dict, replica: str, spec: dict, meta: dict) -> None:
     spec.setdefault("volumes", []).extend([{"name": "mpi-job-kubectl", "emptyDir": {}}, config])
 
 
+def _owned_by(api_version: str, kind: str, name: str) -> list[dict]:
+    """The ownerReferences a controller gives what it makes of `kind` `name`: its controlling owner, whose deletion
+    waits for it (blockOwnerDeletion)."""
+    return [
+        {
+            "apiVersion": api_version,
+            "kind": kind,
+            "name": name,
+            "uid": "u-job",
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
+
+
 def _as_the_operator_makes_it(job: dict, replica: str, index: int = 0) -> dict:
     """The Pod the operator creates for replica `replica` `index` of `job` (module docstring)."""
     kind, name, namespace = job["kind"], job["metadata"]["name"], job["metadata"]["namespace"]
@@ -226,16 +241,7 @@ def _as_the_operator_makes_it(job: dict, replica: str, index: int = 0) -> dict:
                     "command": ["sh", "-c", f"until nslookup {name}-master-0; do sleep 2; done"],
                 }
             )
-    meta["ownerReferences"] = [
-        {
-            "apiVersion": "kubeflow.org/v1",
-            "kind": kind,
-            "name": name,
-            "uid": "u-job",
-            "controller": True,
-            "blockOwnerDeletion": True,
-        }
-    ]
+    meta["ownerReferences"] = _owned_by("kubeflow.org/v1", kind, name)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
 
@@ -308,16 +314,7 @@ def _as_the_job_controller_makes_it(job: dict, index: int = 0) -> dict:
             "generateName": f"{job['metadata']['name']}-{index}-",
             "namespace": job["metadata"]["namespace"],
             "finalizers": [tenancy.JOB_TRACKING_FINALIZER],
-            "ownerReferences": [
-                {
-                    "apiVersion": "batch/v1",
-                    "kind": "Job",
-                    "name": job["metadata"]["name"],
-                    "uid": "u-job",
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
+            "ownerReferences": _owned_by("batch/v1", "Job", job["metadata"]["name"]),
         }
     )
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
@@ -402,16 +399,7 @@ def _as_the_operator_groups_it(job: dict) -> dict:
             "name": name,
             "namespace": job["metadata"]["namespace"],
             "annotations": copy.deepcopy(job["metadata"].get("annotations", {})),
-            "ownerReferences": [
-                {
-                    "apiVersion": "kubeflow.org/v1",
-                    "kind": kind,
-                    "name": name,
-                    "uid": "u-job",
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
+            "ownerReferences": _owned_by("kubeflow.org/v1", kind, name),
         },
         "spec": {
             "minMember": members,
@@ -444,16 +432,7 @@ def test_the_autoscaler_the_operator_makes_of_each_rendered_elastic_job_is_admit
         "metadata": {
             "name": name,
             "namespace": job["metadata"]["namespace"],
-            "ownerReferences": [
-                {
-                    "apiVersion": job["apiVersion"],
-                    "kind": job["kind"],
-                    "name": name,
-                    "uid": "u-job",
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
+            "ownerReferences": _owned_by(job["apiVersion"], job["kind"], name),
         },
         "spec": {
             "scaleTargetRef": {"apiVersion": job["apiVersion"], "kind": job["kind"], "name": name},
