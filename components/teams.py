@@ -225,7 +225,8 @@ class Teams(pulumi.ComponentResource):
     Volcano queue as the default; the queue's capability is the team's GPU quota, whole gangs at a
     time - no ResourceQuota on training GPUs, which would admit part of a gang), a ResourceQuota on
     the GPUs of its serving classes' pods (servingGpuQuota: serving is no gang), a ResourceQuota on
-    requested CPU and memory with a LimitRange that gives containers default requests, a zero-pod quota
+    requested CPU and memory with a LimitRange that gives containers default requests, a ResourceQuota
+    `cpu-only` on what its pods without GPUs (the ones with a deadline) request in all, a zero-pod quota
     per priority class the team is *not* given, a ValidatingAdmissionPolicy and its binding to
     the namespace (queue, priority classes, UID/GID, no privilege, no host access, GPUs only
     through the device plugin and Volcano, no nodeName, no system/startup tolerations, Services
