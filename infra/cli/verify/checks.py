@@ -2568,8 +2568,9 @@ def cpu_only_quota(ctx: Any) -> Outcome:
 
 # The Warning reasons of a controller's refused pod create, each event's message ending in the API server's error:
 # the Training Operator's pod control ("Error creating: <err>", kubeflow/trainer:pkg/controller.v1/control/
-# pod_control.go@v1.9.4) and its MPIJob launcher and workers ("launcher pod created failed: <err>", reason
-# commonutil.NewReason(MPIJob, Failed): pkg/controller.v1/mpi/mpijob_controller.go@v1.9.4); the Job and ReplicaSet
+# pod_control.go@v1.9.4) and its MPIJob launcher and workers ("launcher pod created failed: <err>", "worker pod
+# created failed: <err>", reason commonutil.NewReason(MPIJob, Failed): pkg/controller.v1/mpi/
+# mpijob_controller.go@v1.9.4; the worker's own FailedCreatePod there carries no error); the Job and ReplicaSet
 # controllers' RealPodControl ("Error creating: <err>", kubernetes/kubernetes:pkg/controller/controller_utils.go@
 # 1f8996f8).
 REFUSED_POD_REASONS = ("FailedCreatePod", "MPIJobFailed", "FailedCreate")
@@ -2580,16 +2581,17 @@ POLICY_DENIAL = re.compile(r"ValidatingAdmissionPolicy '([^']+)'(?: with binding
 QUOTA_EXCEEDED = re.compile(r"exceeded quota: ([^,\s]+), requested: (\S+), used: (\S+), limited: (\S+)")
 
 
-def _what_refused(message: str) -> str | None:
-    """What refused the pod, said as a person reads it: the policy and its sentence, or the quota and its figures;
-    None for a failure that is not admission's (the pod already exists, a timeout)."""
+def _what_refused(message: str) -> tuple[bool, str] | None:
+    """What refused the pod, said as a person reads it, and whether a policy did (True: the policy and its sentence)
+    or a quota (False: the quota and its figures); None for a failure that is not admission's (the pod already
+    exists, a timeout)."""
     found = POLICY_DENIAL.search(message)
     if found:
-        return f"{found.group(1)}: {found.group(2).strip()}"
+        return True, f"{found.group(1)}: {found.group(2).strip()}"
     found = QUOTA_EXCEEDED.search(message)
     if found:
         quota, requested, used, limited = found.groups()
-        return f"exceeded quota {quota} (requested {requested}, used {used}, limited {limited})"
+        return False, f"exceeded quota {quota} (requested {requested}, used {used}, limited {limited})"
     return None
 
 
@@ -2606,40 +2608,48 @@ def _event_last_seen(event: dict) -> str:
 
 def refused_pods(ctx: Any) -> Outcome:
     """Pods a controller (the Training Operator, the Job or ReplicaSet controller) could not create because a team
-    policy or a quota refused them: the job it owns then waits for ever, its other pods holding their nodes. The
-    tests model the operator's pods; only a live cluster's events show what it adds to them. Those events are the
-    only trace, and the API server keeps them about an hour (its --event-ttl)."""
+    policy refused them: the job it owns then waits for ever, its other pods holding their nodes. The tests model the
+    operator's pods; only a live cluster's events show what it adds to them. Those events are the only trace, and
+    the API server keeps them about an hour (its --event-ttl). A quota's refusal is named but fails nothing: a full
+    quota is the team's to wait out (a launcher waits for CPU-only room: docs/design/tenancy.md)."""
     refused: dict[tuple[str, str, str], dict] = {}  # (namespace, kind, name) -> count, last, sentences
+    waiting: dict[tuple[str, str, str], dict] = {}  # the same, refused by a quota
     teams = [team.name for team in ctx.config.scheduler.teams]
     for team in teams:
         for event in ctx.kube.events(team):
             if event.get("type") != "Warning" or event.get("reason") not in REFUSED_POD_REASONS:
                 continue
-            why = _what_refused(event.get("message") or "")
-            if why is None:
+            what = _what_refused(event.get("message") or "")
+            if what is None:
                 continue
+            by_policy, why = what
             involved = event.get("involvedObject") or {}
-            seen = refused.setdefault(
+            seen = (refused if by_policy else waiting).setdefault(
                 (team, involved.get("kind", "?"), involved.get("name", "?")), {"count": 0, "last": "", "why": set()}
             )
             seen["count"] += event.get("count") or (event.get("series") or {}).get("count") or 1
             seen["last"] = max(seen["last"], _event_last_seen(event))
             seen["why"].add(why)
+
+    def lines(found: dict[tuple[str, str, str], dict]) -> str:
+        return "; ".join(
+            f"{team}/{kind} {name}: a pod refused {seen['count']} time(s), last at {seen['last']}: "
+            + " | ".join(sorted(seen["why"]))
+            for (team, kind, name), seen in sorted(found.items())
+        )
+
+    quotas = f"; waiting for quota room (a full quota, not a fault): {lines(waiting)}" if waiting else ""
     if refused:
         return failed(
-            "; ".join(
-                f"{team}/{kind} {name}: a pod refused {seen['count']} time(s), last at {seen['last']}: "
-                + " | ".join(sorted(seen["why"]))
-                for (team, kind, name), seen in sorted(refused.items())
-            ),
+            lines(refused) + quotas,
             "the job waits for ever for the refused pod, its other pods holding their nodes: a job the platform "
             "renders (`higgsfield jobs render`) refused is a platform bug, report it with this line; a team's own "
             "job: docs/troubleshooting.md, the row of the message, then resubmit it (`kubectl -n TEAM describe "
             "KIND NAME` shows the events; one up to an hour old may predate a fix)",
         )
     return passed(
-        f"no controller's pod refused by a policy or a quota in the events of {len(teams)} team namespace(s) "
-        "(the API server keeps events about an hour)"
+        f"no controller's pod refused by a team policy in the events of {len(teams)} team namespace(s) "
+        f"(the API server keeps events about an hour){quotas}"
     )
 
 
@@ -3483,7 +3493,7 @@ def specs() -> list[Spec]:
         Spec("kube.job-cleanup", "each team Kubeflow job deletes its running pods once finished (cleanPodPolicy)",
              job_cleanup, "kube", "list Kubeflow jobs in team namespaces", after=(KUBE_API,)),
         Spec("kube.refused-pods", "no controller's pod (the Training Operator's, a Job's) was refused by a team "
-             "policy or a quota in the last hour (the events the API server keeps)",
+             "policy in the last hour (the events the API server keeps); quota refusals named",
              refused_pods, "kube", "list events in team namespaces", after=(KUBE_API,)),
         Spec("kube.cpu-only-quota", "every team's cpu-only quota is as planned and counts exactly its pods with a "
              "deadline; no pod without GPUs runs on the GPU nodes without one",
