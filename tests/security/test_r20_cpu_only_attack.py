@@ -2,12 +2,10 @@
 an MPIJob whose launcher asks no GPU, which the CPU-only rule is about). The team admission policy's CEL evaluated
 with cel-expr-python, as tests/security/test_tenancy.py does.
 
-The launcher pod is modelled as the operator v1.9.4 makes it (newLauncher, kubeflow/trainer:pkg/controller.v1/mpi/
-mpijob_controller.go@v1.9.4): the template's pod with the operator's labels and Volcano's annotations, the init
-container kubectl-delivery requesting and limiting 100m CPU, 512Mi memory and 5Gi ephemeral-storage
-(initContainerCpu, initContainerMem, initContainerEphStorage, pkg/controller.v1/mpi/mpijob.go@v1.9.4), and, where the
-launcher asks no GPU (isGPULauncher, same file), NVIDIA_VISIBLE_DEVICES and NVIDIA_DRIVER_CAPABILITIES set empty on
-its first container, beside the MPI variables; created by the operator's service account."""
+The launcher pod is modelled as the operator v1.9.4 makes it by tests/security/test_r20_operator_pods.py (newLauncher,
+kubeflow/trainer:pkg/controller.v1/mpi/mpijob_controller.go@v1.9.4): kubectl-delivery requesting and limiting 100m
+CPU, 512Mi memory and 5Gi ephemeral-storage, and, where the launcher asks no GPU, NVIDIA_VISIBLE_DEVICES and
+NVIDIA_DRIVER_CAPABILITIES set empty on its first container; created by the operator's service account."""
 
 from __future__ import annotations
 
@@ -23,54 +21,18 @@ from infra.offline import jobs, team_job
 from tests.conftest import config_of
 from tests.offline.test_team_job import EXAMPLE
 from tests.security.test_cpu_only_quota import _cpu_pod
+from tests.security.test_r20_operator_pods import _as_the_operator_makes_it
 from tests.security.test_tenancy import denied_by
-
-# what newLauncher adds to the launcher's first container where the launcher asks no GPU
-HIDDEN_GPUS = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": ""}, {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": ""}]
 
 
 def _operators_launcher(job: dict, delivery_storage: str = "5Gi") -> dict:
-    """The launcher Pod the operator creates for `job` (an MPIJob whose launcher asks no GPU)."""
-    name, namespace = job["metadata"]["name"], job["metadata"]["namespace"]
-    template = copy.deepcopy(job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"])
-    meta, spec = template.setdefault("metadata", {}), template["spec"]
-    meta.setdefault("labels", {}).update({**tenancy.LAUNCHER, "training.kubeflow.org/job-name": name})
-    meta.setdefault("annotations", {}).update(
-        {"scheduling.k8s.io/group-name": name, "volcano.sh/task-spec": "launcher"}
-    )
-    spec.setdefault("schedulerName", "volcano")
-    spec.setdefault("serviceAccountName", f"{name}-launcher")
-    delivery = {"cpu": "100m", "memory": "512Mi", "ephemeral-storage": delivery_storage}
-    spec.setdefault("initContainers", []).append(
-        {
-            "name": tenancy.KUBECTL_DELIVERY,
-            "image": "kubeflow/kubectl-delivery",
-            "env": [{"name": "TARGET_DIR", "value": "/opt/kube"}, {"name": "NAMESPACE", "value": namespace}],
-            "volumeMounts": [{"name": "mpi-job-kubectl", "mountPath": "/opt/kube"}],
-            "resources": {"limits": dict(delivery), "requests": dict(delivery)},
-        }
-    )
-    main = spec["containers"][0]
-    main.setdefault("env", []).extend(
-        [{"name": "OMPI_MCA_plm_rsh_agent", "value": "/etc/mpi/kubexec.sh"}, *copy.deepcopy(HIDDEN_GPUS)]
-    )
-    main.setdefault("volumeMounts", []).append({"name": "mpi-job-config", "mountPath": "/etc/mpi"})
-    spec.setdefault("volumes", []).extend(
-        [
-            {"name": "mpi-job-kubectl", "emptyDir": {}},
-            {"name": "mpi-job-config", "configMap": {"name": f"{name}-config"}},
-        ]
-    )
-    meta.update(
-        {
-            "name": f"{name}-launcher",
-            "namespace": namespace,
-            "ownerReferences": [
-                {"apiVersion": "kubeflow.org/v1", "kind": "MPIJob", "name": name, "uid": "u", "controller": True}
-            ],
-        }
-    )
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+    """The launcher Pod the operator creates for `job` (an MPIJob whose launcher asks no GPU), its kubectl-delivery
+    asking `delivery_storage` of ephemeral-storage (the operator's own 5Gi unless a test says otherwise)."""
+    pod = _as_the_operator_makes_it(job, "Launcher")
+    (delivery,) = [c for c in pod["spec"]["initContainers"] if c["name"] == tenancy.KUBECTL_DELIVERY]
+    for asked in delivery["resources"].values():
+        asked["ephemeral-storage"] = delivery_storage
+    return pod
 
 
 def _rendered_mpijob(source: str) -> tuple[dict, tenancy.TeamRules]:
