@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 import boto3
@@ -72,21 +73,20 @@ def _selects(pattern: str, record: dict) -> bool:
         same = found == wanted and type(found) is type(wanted)
         return same if op == "=" else not same
 
-    def both() -> bool:
+    def joined(operator: str, operand: Callable[[], bool], join: Callable[[bool, bool], bool]) -> bool:
+        """Operands joined by `operator`, left to right; each read before it is joined, so every token is read."""
         nonlocal at
-        held = atom()
-        while at < len(tokens) and tokens[at] == "&&":
+        held = operand()
+        while at < len(tokens) and tokens[at] == operator:
             at += 1
-            held = atom() and held
+            held = join(operand(), held)
         return held
 
-    def either() -> bool:
-        nonlocal at
-        held = both()
-        while at < len(tokens) and tokens[at] == "||":
-            at += 1
-            held = both() or held
-        return held
+    def both() -> bool:
+        return joined("&&", atom, lambda a, b: a and b)
+
+    def either() -> bool:  # `&&` binds tighter
+        return joined("||", both, lambda a, b: a or b)
 
     held = either()
     assert at == len(tokens), pattern
