@@ -2509,6 +2509,7 @@ def cpu_only_quota(ctx: Any) -> Outcome:
 
     now, problems, seen = ctx.now(), [], []
     fixes: dict[str, str] = {}  # what to do, once per kind of problem found
+    reapply = "rerun `pulumi up`; `kubectl -n TEAM get resourcequota cpu-only -o yaml` against the plan"
     for team in ctx.config.scheduler.teams:
         quotas = {q["metadata"]["name"]: q for q in ctx.kube.resource_quotas(team.name)}
         pods = ctx.kube.pods(team.name)
@@ -2525,13 +2526,13 @@ def cpu_only_quota(ctx: Any) -> Outcome:
         live = quotas.get(CPU_ONLY_QUOTA)
         if live is None:
             problems.append(f"{team.name}: no ResourceQuota {CPU_ONLY_QUOTA}")
-            fixes["quota"] = "rerun `pulumi up`; `kubectl -n TEAM get resourcequota cpu-only -o yaml` against the plan"
+            fixes["quota"] = reapply
             continue
         planned = planned_quota(team)["spec"]
         changed = _drift(_hard_as_quantities(live.get("spec") or {}), _hard_as_quantities(planned))
         if changed:
             problems.append(f"{team.name}: {CPU_ONLY_QUOTA} {', '.join(changed)} not as planned")
-            fixes["quota"] = "rerun `pulumi up`; `kubectl -n TEAM get resourcequota cpu-only -o yaml` against the plan"
+            fixes["quota"] = reapply
             continue
         counted = [
             p for p in pods if (p.get("spec") or {}).get("activeDeadlineSeconds") is not None and _charged(p, now)
@@ -2550,7 +2551,8 @@ def cpu_only_quota(ctx: Any) -> Outcome:
                 f"{names_of})"
             )
             fixes["used"] = (
-                "the quota controller recounts within seconds of a pod's change: rerun; a mismatch that stays means "
+                "the quota controller recounts within seconds of most changes, and a pod deleted past its grace (a "
+                "lost node's) at its full resync (5 minutes by default): rerun after that; a mismatch that stays means "
                 "the API server counts other pods than those with a deadline (`kubectl -n TEAM describe quota "
                 "cpu-only`, `kubectl -n TEAM get pods -o wide`)"
             )
