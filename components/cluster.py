@@ -12,7 +12,7 @@ import pulumi_kubernetes as k8s
 
 from components.addons import BEFORE_NODES, CLUSTER_ADDONS, managed_addon
 from components.identity import trust_policy
-from components.logs import account_key_policy
+from components.logs import account_key_policy, key_with_policy
 from infra.core.names import CLUSTER_ADMIN_POLICY
 from infra.core.versions import AddonVersion
 
@@ -67,14 +67,11 @@ class Cluster(pulumi.ComponentResource):
         tags = dict(args.tags)
         keep = pulumi.ResourceOptions(parent=self, protect=args.protect, retain_on_delete=args.protect)
 
-        key = aws.kms.Key(
+        key = key_with_policy(
             f"{name}-secrets",
             description=f"Envelope encryption of Kubernetes Secrets in {args.cluster_name}",
-            enable_key_rotation=True,
-            deletion_window_in_days=30,
-            policy=pulumi.Output.from_input(args.deployer_arn).apply(
-                account_key_policy
-            ),  # CreateKey's: components/logs.py
+            deployer_arn=args.deployer_arn,
+            policy=account_key_policy,
             tags=tags,
             opts=keep,
         )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import pulumi
@@ -47,6 +47,28 @@ def account_key_policy(arn: str) -> str:
     return json.dumps({"Version": "2012-10-17", "Statement": [_account_administers(arn)]})
 
 
+def key_with_policy(
+    name: str,
+    *,
+    description: str,
+    deployer_arn: pulumi.Input[str],
+    policy: Callable[[str], str],
+    tags: Mapping[str, str],
+    opts: pulumi.ResourceOptions,
+) -> aws.kms.Key:
+    """A customer managed key of ours: rotated every year, 30 days' deletion window, and created with its policy,
+    `policy(deployer_arn)` (CreateKey's: no PutKeyPolicy afterwards, the deploy boundary's AdministratorsOnly)."""
+    return aws.kms.Key(
+        name,
+        description=description,
+        enable_key_rotation=True,
+        deletion_window_in_days=30,
+        policy=pulumi.Output.from_input(deployer_arn).apply(policy),
+        tags=dict(tags),
+        opts=opts,
+    )
+
+
 def log_key_policy(arn: str, region: str) -> str:
     """The account administers the key; CloudWatch Logs of this region may use it for this
     account's log groups only. CloudWatch Logs needs this in the key policy
@@ -84,14 +106,12 @@ class LogKey(pulumi.ComponentResource):
     def __init__(self, name: str, args: LogKeyArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("higgsfield:logs:LogKey", name, None, opts)
         keep = pulumi.ResourceOptions(parent=self, protect=args.protect, retain_on_delete=args.protect)
-        # The policy is CreateKey's: no PutKeyPolicy afterwards (the deploy boundary's AdministratorsOnly)
-        self.key = aws.kms.Key(
+        self.key = key_with_policy(
             name,
             description=f"CloudWatch Logs of {args.cluster_name}",
-            enable_key_rotation=True,
-            deletion_window_in_days=30,
-            policy=pulumi.Output.from_input(args.deployer_arn).apply(lambda arn: log_key_policy(arn, args.region)),
-            tags=dict(args.tags),
+            deployer_arn=args.deployer_arn,
+            policy=lambda arn: log_key_policy(arn, args.region),
+            tags=args.tags,
             opts=keep,
         )
         aws.kms.Alias(

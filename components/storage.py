@@ -16,7 +16,7 @@ import pulumi_aws as aws
 from components.addons import managed_addon
 from components.identity import pod_identity_role
 from components.kubernetes_objects import KubernetesObject
-from components.logs import account_key_policy
+from components.logs import account_key_policy, key_with_policy
 from components.node_admission import FIXED_NODE_FIELDS_MESSAGE, fixed_node_fields_unchanged
 from infra.config import Fsx
 from infra.core.names import KUBE_SYSTEM, NODE_NAME_EXTRA
@@ -296,14 +296,11 @@ class LustreFileSystem(pulumi.ComponentResource):
 
         key = None
         if fsx.deployment_type == "PERSISTENT_2":
-            key = aws.kms.Key(
+            key = key_with_policy(
                 f"{name}-key",
                 description=f"FSx for Lustre of {args.cluster_name}",
-                enable_key_rotation=True,
-                deletion_window_in_days=30,
-                policy=pulumi.Output.from_input(args.deployer_arn).apply(
-                    account_key_policy
-                ),  # CreateKey's: components/logs.py
+                deployer_arn=args.deployer_arn,
+                policy=account_key_policy,
                 tags=tags,
                 opts=keep,
             )
