@@ -11,7 +11,7 @@ import pulumi
 
 from components.charts import helm_release
 from components.cpu_nodes import SYSTEM_LABELS, SYSTEM_TOLERATION
-from components.identity import pod_identity_association, pod_identity_role
+from components.identity import pod_identity
 from infra.config import Autoscaler, GpuPool, Queue, seconds_of
 from infra.core.names import KUBE_SYSTEM as NAMESPACE
 from infra.core.versions import Chart
@@ -192,23 +192,15 @@ class ClusterAutoscaler(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: ClusterAutoscalerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("higgsfield:autoscaler:ClusterAutoscaler", name, None, opts)
-        role, policy = pod_identity_role(
+        role, credentials = pod_identity(
             f"{name}-role",
-            args.tags,
-            self,
-            cluster=args.cluster_name,
-            namespace=NAMESPACE,
-            service_account=SERVICE_ACCOUNT,
-            inline_policy=autoscaler_policy(args.cluster_name, args.region),
-        )
-        association = pod_identity_association(
             f"{name}-identity",
             args.tags,
             self,
             cluster=args.cluster_name,
             namespace=NAMESPACE,
             service_account=SERVICE_ACCOUNT,
-            role=role,
+            inline_policy=autoscaler_policy(args.cluster_name, args.region),
             depends_on=args.depends_on,
         )
         self.release = helm_release(
@@ -237,8 +229,6 @@ class ClusterAutoscaler(pulumi.ComponentResource):
                     **(args.limits.flags() if args.limits else {}),
                 },
             },
-            pulumi.ResourceOptions(
-                parent=self, provider=args.provider, depends_on=[association, policy, *args.depends_on]
-            ),
+            pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[*credentials, *args.depends_on]),
         )
         self.register_outputs({"role_arn": role.arn})

@@ -33,7 +33,7 @@ import pulumi
 from components.device_plugins import EVERY_TAINT, GPU_NODES
 from components.efa import EFA_LOCKED_MEMORY_BYTES, efa_count, efa_interfaces_for
 from components.gpu_pools import GATED_LABEL, HEALTH_LABEL, POOL_LABEL
-from components.identity import pod_identity_association, pod_identity_role
+from components.identity import pod_identity
 from components.kubernetes_objects import KubernetesObject, preview_reads
 from components.node_admission import FIXED_NODE_FIELDS_MESSAGE, fixed_node_fields_unchanged
 from components.storage import HEALTH_CLAIM, MOUNT_PATH
@@ -640,28 +640,17 @@ class HealthGate(pulumi.ComponentResource):
             p.name for p in args.pools if p.health_gate.on_failure == "replace" and p.provisioner != "karpenter"
         ]
         if replacing:
-            role, role_policy = pod_identity_role(
+            ready += pod_identity(
                 f"{name}-replace",
+                f"{name}-identity",
                 args.tags,
                 self,
                 cluster=args.cluster_name,
                 namespace=NAMESPACE,
                 service_account=SERVICE_ACCOUNT,
                 inline_policy=replacement_policy(args.cluster_name, replacing),
-            )
-            ready += [
-                role_policy,
-                pod_identity_association(
-                    f"{name}-identity",
-                    args.tags,
-                    self,
-                    cluster=args.cluster_name,
-                    namespace=NAMESPACE,
-                    service_account=SERVICE_ACCOUNT,
-                    role=role,
-                    depends_on=args.depends_on,
-                ),
-            ]
+                depends_on=args.depends_on,
+            )[1]
         # One DaemonSet per gated pool: each requests its pool's GPU count (daemonset()), except on
         # Karpenter pools (gate_gpus).
         self.daemonsets = {

@@ -80,7 +80,7 @@ def pod_identity_role(
     cluster: str,
     namespace: str,
     service_account: str,
-    inline_policy: str | None = None,
+    inline_policy: pulumi.Input[str] | None = None,
     managed_policy_arn: str | None = None,
 ) -> tuple[aws.iam.Role, pulumi.Resource]:
     """A role the pods of one service account of one cluster can assume through Pod Identity, with
@@ -98,6 +98,42 @@ def pod_identity_role(
     else:
         policy = aws.iam.RolePolicyAttachment(name, role=role.name, policy_arn=managed_policy_arn, opts=child)
     return role, policy
+
+
+def pod_identity(
+    role_name: str,
+    association_name: str,
+    tags: Mapping[str, str],
+    parent: pulumi.Resource,
+    *,
+    cluster: str,
+    namespace: str,
+    service_account: str,
+    inline_policy: pulumi.Input[str],
+    depends_on: Sequence[pulumi.Resource] = (),
+) -> tuple[aws.iam.Role, list[pulumi.Resource]]:
+    """A controller's credentials: pod_identity_role with our inline policy and its pod_identity_association.
+    Returns the role and what its pods wait for (the role's policy and the association)."""
+    role, policy = pod_identity_role(
+        role_name,
+        tags,
+        parent,
+        cluster=cluster,
+        namespace=namespace,
+        service_account=service_account,
+        inline_policy=inline_policy,
+    )
+    association = pod_identity_association(
+        association_name,
+        tags,
+        parent,
+        cluster=cluster,
+        namespace=namespace,
+        service_account=service_account,
+        role=role,
+        depends_on=depends_on,
+    )
+    return role, [policy, association]
 
 
 def pod_identity_association(

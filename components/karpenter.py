@@ -51,7 +51,7 @@ from components.efa import (
 )
 from components.gang_deadline import empty_node_s
 from components.gpu_pools import ACCELERATOR_LABEL, container_toolkit_script, pool_labels, pool_taints
-from components.identity import pod_identity_association, pod_identity_role
+from components.identity import pod_identity
 from components.kubernetes_objects import KubernetesObject
 from infra.config import STARTUP_TAINT_KEY, GpuPool
 from infra.core import versions
@@ -539,23 +539,15 @@ class Karpenter(pulumi.ComponentResource):
         policy_json = pulumi.Output.all(args.node_role_arn, queue.arn).apply(
             lambda v: karpenter_policy(args.cluster_name, args.region, v[0].split(":")[4], v[0], v[1])
         )
-        role, policy = pod_identity_role(
+        _, credentials = pod_identity(
             f"{name}-role",
-            args.tags,
-            self,
-            cluster=args.cluster_name,
-            namespace=NAMESPACE,
-            service_account=SERVICE_ACCOUNT,
-            inline_policy=policy_json,
-        )
-        association = pod_identity_association(
             f"{name}-identity",
             args.tags,
             self,
             cluster=args.cluster_name,
             namespace=NAMESPACE,
             service_account=SERVICE_ACCOUNT,
-            role=role,
+            inline_policy=policy_json,
             depends_on=args.depends_on,
         )
         # The CRDs' own chart first, so `pulumi up` with a new pin upgrades them; the controller's
@@ -584,7 +576,7 @@ class Karpenter(pulumi.ComponentResource):
                 },
             },
             pulumi.ResourceOptions(
-                parent=self, provider=args.provider, depends_on=[crds, association, policy, *args.depends_on]
+                parent=self, provider=args.provider, depends_on=[crds, *credentials, *args.depends_on]
             ),
             skip_crds=True,
         )
