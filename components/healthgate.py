@@ -34,7 +34,7 @@ from components.device_plugins import EVERY_TAINT, GPU_NODES
 from components.efa import EFA_LOCKED_MEMORY_BYTES, efa_count, efa_interfaces_for
 from components.gpu_pools import GATED_LABEL, HEALTH_LABEL, POOL_LABEL
 from components.identity import pod_identity
-from components.kubernetes_objects import KubernetesObject, preview_reads
+from components.kubernetes_objects import KubernetesObject, deny_binding, preview_reads
 from components.node_admission import FIXED_NODE_FIELDS_MESSAGE, fixed_node_fields_unchanged
 from components.storage import HEALTH_CLAIM, MOUNT_PATH
 from infra.config import STARTUP_TAINT_KEY, GpuPool, HealthThresholds, seconds_of
@@ -594,12 +594,7 @@ class HealthGate(pulumi.ComponentResource):
         policy = obj("own-node", own_node_policy(), k8s)
         obj(
             "own-node-binding",
-            {
-                "apiVersion": "admissionregistration.k8s.io/v1",
-                "kind": "ValidatingAdmissionPolicyBinding",
-                "metadata": {"name": "higgsfield-health-gate-own-node"},
-                "spec": {"policyName": "higgsfield-health-gate-own-node", "validationActions": ["Deny"]},
-            },
+            deny_binding("higgsfield-health-gate-own-node"),
             pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[policy]),
         )
         ready: list[pulumi.Resource] = [account, policy]
@@ -608,12 +603,7 @@ class HealthGate(pulumi.ComponentResource):
             ready.append(
                 obj(
                     "own-nodeclaim-binding",
-                    {
-                        "apiVersion": "admissionregistration.k8s.io/v1",
-                        "kind": "ValidatingAdmissionPolicyBinding",
-                        "metadata": {"name": "higgsfield-health-gate-own-nodeclaim"},
-                        "spec": {"policyName": "higgsfield-health-gate-own-nodeclaim", "validationActions": ["Deny"]},
-                    },
+                    deny_binding("higgsfield-health-gate-own-nodeclaim"),
                     pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[claims]),
                 )
             )

@@ -96,6 +96,21 @@ class KubernetesObject(pulumi.CustomResource):
 PATCH_FORCE = "pulumi.com/patchForce"
 
 
+def deny_binding(policy: str, *, labels: dict[str, str] | None = None, match_resources: dict | None = None) -> dict:
+    """The ValidatingAdmissionPolicyBinding of `policy`, named as it is, that refuses what the policy refuses: in the
+    objects `match_resources` selects, or cluster-wide without it."""
+    metadata: dict[str, Any] = {"name": policy, **({"labels": labels} if labels else {})}
+    spec: dict[str, Any] = {"policyName": policy, "validationActions": ["Deny"]}
+    if match_resources is not None:
+        spec["matchResources"] = match_resources
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": metadata,
+        "spec": spec,
+    }
+
+
 def patch_type_token(api_version: str, kind: str) -> str:
     """The Server-Side Apply patch of a kind: `kubernetes:core/v1:ServiceAccountPatch`, and for a
     custom resource `kubernetes:scheduling.volcano.sh/v1beta1:QueuePatch` (the token

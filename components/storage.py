@@ -15,7 +15,7 @@ import pulumi_aws as aws
 
 from components.addons import managed_addon
 from components.identity import pod_identity_role
-from components.kubernetes_objects import KubernetesObject
+from components.kubernetes_objects import KubernetesObject, deny_binding
 from components.logs import account_key_policy, key_with_policy
 from components.node_admission import FIXED_NODE_FIELDS_MESSAGE, fixed_node_fields_unchanged
 from infra.config import Fsx
@@ -224,12 +224,7 @@ def csi_node_policy() -> dict:
 
 
 def csi_node_policy_binding() -> dict:
-    return {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": "higgsfield-fsx-csi-node-own-node"},
-        "spec": {"policyName": "higgsfield-fsx-csi-node-own-node", "validationActions": ["Deny"]},
-    }
+    return deny_binding("higgsfield-fsx-csi-node-own-node")
 
 
 @dataclass(frozen=True, kw_only=True)

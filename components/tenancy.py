@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from components import gang_deadline
+from components.kubernetes_objects import deny_binding
 from components.workloads import ELASTIC_ROOM_METRIC
 from infra.config import DEFAULT_PRIORITY_CLASS, GPU_TAINT_KEY, STARTUP_TAINT_KEY, SYSTEM_TAINT_KEY, Team
 from infra.config.checkpoints import Checkpoints
@@ -1453,16 +1454,10 @@ def guard_policy(name: str, rules: list[dict], validations: list[dict]) -> dict:
 
 def in_every_team_namespace(policy: str) -> dict:
     """Binds a guard policy to every team namespace (the label only the platform sets on namespaces)."""
-    return {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": policy},
-        "spec": {
-            "policyName": policy,
-            "validationActions": ["Deny"],
-            "matchResources": {"namespaceSelector": {"matchExpressions": [{"key": TEAM_LABEL, "operator": "Exists"}]}},
-        },
-    }
+    return deny_binding(
+        policy,
+        match_resources={"namespaceSelector": {"matchExpressions": [{"key": TEAM_LABEL, "operator": "Exists"}]}},
+    )
 
 
 # Volcano's PodGroup controller gives every pod of `volcano` that names no PodGroup one of its own,
@@ -1988,16 +1983,11 @@ def admission_policy(team: TeamRules) -> dict:
 
 def admission_binding(team: TeamRules) -> dict:
     """Binds the team's policy to its namespace only (by the label the API server sets)."""
-    return {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": policy_name(team.name), "labels": {TEAM_LABEL: team.name}},
-        "spec": {
-            "policyName": policy_name(team.name),
-            "validationActions": ["Deny"],
-            "matchResources": {"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: team.name}}},
-        },
-    }
+    return deny_binding(
+        policy_name(team.name),
+        labels={TEAM_LABEL: team.name},
+        match_resources={"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: team.name}}},
+    )
 
 
 # NetworkPolicies are allow-lists that add up: a policy a team writes can only widen what the
