@@ -22,6 +22,8 @@ from components.kubernetes_objects import (
     KubernetesObject,
     preview_reads,
     restricted_namespace,
+    role_and_binding,
+    service_account_subject,
 )
 from infra.config import GpuPool, seconds_of
 from infra.core.names import GANG_RETRY_AFTER_S, KUBEFLOW_GROUP, KUBEFLOW_JOB_KINDS
@@ -210,7 +212,7 @@ class GangDeadline(pulumi.ComponentResource):
         preview_reads(
             name, NAMESPACE, {"batch": ["cronjobs"]}, in_ns
         )  # the CronJob (its ConfigMaps by name: NAMED_READS)
-        subject = [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}]
+        subject = service_account_subject(SERVICE_ACCOUNT, NAMESPACE)
         KubernetesObject(
             f"{name}-sa",
             {
@@ -220,78 +222,16 @@ class GangDeadline(pulumi.ComponentResource):
             },
             opts=in_ns,
         )
-        KubernetesObject(
-            f"{name}-nodes",
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "ClusterRole",
-                "metadata": {"name": "higgsfield-gang-deadline-nodes"},
-                "rules": CLUSTER_RULES,
-            },
-            opts=child,
-        )
-        KubernetesObject(
-            f"{name}-nodes-binding",
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "ClusterRoleBinding",
-                "metadata": {"name": "higgsfield-gang-deadline-nodes"},
-                "roleRef": {
-                    "apiGroup": "rbac.authorization.k8s.io",
-                    "kind": "ClusterRole",
-                    "name": "higgsfield-gang-deadline-nodes",
-                },
-                "subjects": subject,
-            },
-            opts=child,
-        )
+        role, binding = role_and_binding("higgsfield-gang-deadline-nodes", CLUSTER_RULES, subject)
+        KubernetesObject(f"{name}-nodes", role, opts=child)
+        KubernetesObject(f"{name}-nodes-binding", binding, opts=child)
         for team_ns in args.namespaces:
-            KubernetesObject(
-                f"{name}-{team_ns}-role",
-                {
-                    "apiVersion": "rbac.authorization.k8s.io/v1",
-                    "kind": "Role",
-                    "metadata": {"name": "higgsfield-gang-deadline", "namespace": team_ns},
-                    "rules": rules_in_team_namespace(),
-                },
-                opts=child,
-            )
-            KubernetesObject(
-                f"{name}-{team_ns}-binding",
-                {
-                    "apiVersion": "rbac.authorization.k8s.io/v1",
-                    "kind": "RoleBinding",
-                    "metadata": {"name": "higgsfield-gang-deadline", "namespace": team_ns},
-                    "roleRef": {
-                        "apiGroup": "rbac.authorization.k8s.io",
-                        "kind": "Role",
-                        "name": "higgsfield-gang-deadline",
-                    },
-                    "subjects": subject,
-                },
-                opts=child,
-            )
-        KubernetesObject(
-            f"{name}-config-reader",
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "Role",
-                "metadata": {"name": "gang-deadline-config", "namespace": NAMESPACE},
-                "rules": OWN_NAMESPACE_RULES,
-            },
-            opts=in_ns,
-        )
-        KubernetesObject(
-            f"{name}-config-reader-binding",
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "RoleBinding",
-                "metadata": {"name": "gang-deadline-config", "namespace": NAMESPACE},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "gang-deadline-config"},
-                "subjects": subject,
-            },
-            opts=in_ns,
-        )
+            role, binding = role_and_binding("higgsfield-gang-deadline", rules_in_team_namespace(), subject, team_ns)
+            KubernetesObject(f"{name}-{team_ns}-role", role, opts=child)
+            KubernetesObject(f"{name}-{team_ns}-binding", binding, opts=child)
+        role, binding = role_and_binding("gang-deadline-config", OWN_NAMESPACE_RULES, subject, NAMESPACE)
+        KubernetesObject(f"{name}-config-reader", role, opts=in_ns)
+        KubernetesObject(f"{name}-config-reader-binding", binding, opts=in_ns)
         for pool in args.pools:
             KubernetesObject(f"{name}-{pool.name}", deadline_config_map(pool, args.grace_seconds), opts=in_ns)
         KubernetesObject(f"{name}-cronjob", cron_job(args.image, settings_of(args.namespaces)), opts=in_ns)

@@ -34,7 +34,13 @@ from components.device_plugins import EVERY_TAINT, GPU_NODES
 from components.efa import EFA_LOCKED_MEMORY_BYTES, efa_count, efa_interfaces_for
 from components.gpu_pools import GATED_LABEL, HEALTH_LABEL, POOL_LABEL
 from components.identity import pod_identity
-from components.kubernetes_objects import KubernetesObject, deny_binding, preview_reads
+from components.kubernetes_objects import (
+    KubernetesObject,
+    deny_binding,
+    preview_reads,
+    role_and_binding,
+    service_account_subject,
+)
 from components.node_admission import FIXED_NODE_FIELDS_MESSAGE, fixed_node_fields_unchanged
 from components.storage import HEALTH_CLAIM, MOUNT_PATH
 from infra.config import STARTUP_TAINT_KEY, GpuPool, HealthThresholds, seconds_of
@@ -529,68 +535,20 @@ class HealthGate(pulumi.ComponentResource):
                 "metadata": {"name": SERVICE_ACCOUNT, "namespace": NAMESPACE},
             },
         )
-        subject = [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}]
-        rbac = "rbac.authorization.k8s.io"
+        subject = service_account_subject(SERVICE_ACCOUNT, NAMESPACE)
         karpenter = any(p.provisioner == "karpenter" for p in args.pools)
-        obj(
-            "nodes-role",
-            {
-                "apiVersion": f"{rbac}/v1",
-                "kind": "ClusterRole",
-                "metadata": {"name": "higgsfield-health-gate"},
-                "rules": gate_role_rules(karpenter),
-            },
-            k8s,
-        )
-        obj(
-            "nodes-binding",
-            {
-                "apiVersion": f"{rbac}/v1",
-                "kind": "ClusterRoleBinding",
-                "metadata": {"name": "higgsfield-health-gate"},
-                "roleRef": {"apiGroup": rbac, "kind": "ClusterRole", "name": "higgsfield-health-gate"},
-                "subjects": subject,
-            },
-        )
-        obj(
-            "expectations-role",
-            {
-                "apiVersion": f"{rbac}/v1",
-                "kind": "Role",
-                "metadata": {"name": "health-gate-expectations", "namespace": NAMESPACE},
-                "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}],
-            },
-        )
-        obj(
-            "expectations-binding",
-            {
-                "apiVersion": f"{rbac}/v1",
-                "kind": "RoleBinding",
-                "metadata": {"name": "health-gate-expectations", "namespace": NAMESPACE},
-                "roleRef": {"apiGroup": rbac, "kind": "Role", "name": "health-gate-expectations"},
-                "subjects": subject,
-            },
-        )
-        obj(
-            "events-role",
-            {
-                "apiVersion": f"{rbac}/v1",
-                "kind": "Role",
-                "metadata": {"name": "higgsfield-health-gate-events", "namespace": EVENTS_NAMESPACE},
-                # list: the re-check requests about its node (images/training/health_gate.py recheck)
-                "rules": [{"apiGroups": [""], "resources": ["events"], "verbs": ["create", "list"]}],
-            },
-        )
-        obj(
-            "events-binding",
-            {
-                "apiVersion": f"{rbac}/v1",
-                "kind": "RoleBinding",
-                "metadata": {"name": "higgsfield-health-gate-events", "namespace": EVENTS_NAMESPACE},
-                "roleRef": {"apiGroup": rbac, "kind": "Role", "name": "higgsfield-health-gate-events"},
-                "subjects": subject,
-            },
-        )
+        role, binding = role_and_binding("higgsfield-health-gate", gate_role_rules(karpenter), subject)
+        obj("nodes-role", role, k8s)
+        obj("nodes-binding", binding)
+        read_expectations = [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]
+        role, binding = role_and_binding("health-gate-expectations", read_expectations, subject, NAMESPACE)
+        obj("expectations-role", role)
+        obj("expectations-binding", binding)
+        # list: the re-check requests about its node (images/training/health_gate.py recheck)
+        events = [{"apiGroups": [""], "resources": ["events"], "verbs": ["create", "list"]}]
+        role, binding = role_and_binding("higgsfield-health-gate-events", events, subject, EVENTS_NAMESPACE)
+        obj("events-role", role)
+        obj("events-binding", binding)
         policy = obj("own-node", own_node_policy(), k8s)
         obj(
             "own-node-binding",

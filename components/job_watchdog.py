@@ -25,6 +25,8 @@ from components.kubernetes_objects import (
     KubernetesObject,
     preview_reads,
     restricted_namespace,
+    role_and_binding,
+    service_account_subject,
 )
 from components.workloads import DCGM_JOB, TRAINING_PROGRESS_JOB, VOLCANO_CONTROLLER_JOB
 from infra.config import GpuPool
@@ -229,7 +231,7 @@ class JobWatchdog(pulumi.ComponentResource):
         ns = restricted_namespace(f"{name}-namespace", NAMESPACE, child)
         in_ns = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns, *args.depends_on])
         rbac = "rbac.authorization.k8s.io"
-        subject = [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}]
+        subject = service_account_subject(SERVICE_ACCOUNT, NAMESPACE)
 
         def obj(suffix: str, manifest: dict) -> KubernetesObject:
             return KubernetesObject(f"{name}-{suffix}", manifest, opts=in_ns)
@@ -263,25 +265,11 @@ class JobWatchdog(pulumi.ComponentResource):
                     "subjects": subject,
                 },
             )
-        obj(
-            "node-events-role",
-            {
-                "apiVersion": f"{rbac}/v1",
-                "kind": "Role",
-                "metadata": {"name": "higgsfield-job-watchdog-node-events", "namespace": EVENTS_NAMESPACE},
-                "rules": rules_for_node_events(),
-            },
+        role, binding = role_and_binding(
+            "higgsfield-job-watchdog-node-events", rules_for_node_events(), subject, EVENTS_NAMESPACE
         )
-        obj(
-            "node-events-binding",
-            {
-                "apiVersion": f"{rbac}/v1",
-                "kind": "RoleBinding",
-                "metadata": {"name": "higgsfield-job-watchdog-node-events", "namespace": EVENTS_NAMESPACE},
-                "roleRef": {"apiGroup": rbac, "kind": "Role", "name": "higgsfield-job-watchdog-node-events"},
-                "subjects": subject,
-            },
-        )
+        obj("node-events-role", role)
+        obj("node-events-binding", binding)
         obj("deployment", deployment(args.image, args.prometheus_url))
         preview_reads(name, NAMESPACE, {"apps": ["deployments"]}, in_ns)
         self.register_outputs({"namespace": NAMESPACE})

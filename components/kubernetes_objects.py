@@ -152,21 +152,36 @@ def restricted_namespace(name: str, namespace: str, opts: pulumi.ResourceOptions
     return KubernetesObject(name, manifest, opts=opts)
 
 
+def role_and_binding(role: str, rules: list[dict], subjects: list[dict], namespace: str | None = None) -> list[dict]:
+    """A Role `role` of `rules` in `namespace` (a ClusterRole without one) and its RoleBinding (ClusterRoleBinding) of
+    the same name to `subjects`."""
+    rbac = "rbac.authorization.k8s.io"
+    kind = "Role" if namespace else "ClusterRole"
+    metadata = {"name": role, **({"namespace": namespace} if namespace else {})}
+    return [
+        {"apiVersion": f"{rbac}/v1", "kind": kind, "metadata": metadata, "rules": rules},
+        {
+            "apiVersion": f"{rbac}/v1",
+            "kind": f"{kind}Binding",
+            "metadata": metadata,
+            "roleRef": {"apiGroup": rbac, "kind": kind, "name": role},
+            "subjects": subjects,
+        },
+    ]
+
+
+def service_account_subject(name: str, namespace: str) -> list[dict]:
+    """The subjects of a binding to one ServiceAccount."""
+    return [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]
+
+
 def _preview_role(
     names: tuple[str, str], role_name: str, namespace: str, rules: list[dict], opts: pulumi.ResourceOptions
 ) -> list[KubernetesObject]:
     """A Role `role_name` of `rules` in `namespace` and its RoleBinding to the CI preview group (PREVIEW_GROUP), the
     two resources named `names`."""
-    rbac = "rbac.authorization.k8s.io"
-    meta = {"name": role_name, "namespace": namespace}
-    role = {"apiVersion": f"{rbac}/v1", "kind": "Role", "metadata": meta, "rules": rules}
-    binding = {
-        "apiVersion": f"{rbac}/v1",
-        "kind": "RoleBinding",
-        "metadata": meta,
-        "roleRef": {"apiGroup": rbac, "kind": "Role", "name": role_name},
-        "subjects": [{"apiGroup": rbac, "kind": "Group", "name": PREVIEW_GROUP}],
-    }
+    group = [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": PREVIEW_GROUP}]
+    role, binding = role_and_binding(role_name, rules, group, namespace)
     return [KubernetesObject(names[0], role, opts=opts), KubernetesObject(names[1], binding, opts=opts)]
 
 
