@@ -752,29 +752,6 @@ def node_share_validations(team: TeamRules) -> list[dict]:
             "reason": "Forbidden",
         },
         {
-            # The Cluster Autoscaler's scale-down drains a pod annotated safe-to-evict "true" (rules/safetoevict,
-            # checked before the others: cluster-autoscaler/simulator/drainability/rules/rules.go); any other pod
-            # whose controller is not a ReplicationController, Job, ReplicaSet or StatefulSet blocks its node as
-            # "not replicated" (rules/replicated/rule.go, --skip-nodes-with-custom-controller-pods at its default,
-            # config/flags/flags.go; kubernetes/autoscaler@cluster-autoscaler-1.35.2). So a Kubeflow job's pod
-            # without GPUs would keep its GPU node for as long as it runs, its team's GPUs gone; Karpenter moves
-            # such a pod already (no do-not-disrupt without a GPU, below). An UPDATE keeping the pod specs of an
-            # object made before this rule passes (variables.specs_kept); a pod's own is kept on its updates (next).
-            "expression": f"variables.specs_kept || variables.templates.all(t, !has(t.spec) || [t.spec].all(s, "
-            f"!{_takes_a_gpu_node('s')} || {_POD_GPUS} > 0.0 || {_evictable('t')}))",
-            "message": f'a pod without GPUs on a GPU node carries the annotation {SAFE_TO_EVICT}: "true" (in its '
-            "template's metadata): the Cluster Autoscaler then moves it to empty a node, where a Kubeflow job's pod "
-            "would keep the node for as long as it runs, its team's GPUs gone",
-            "reason": "Forbidden",
-        },
-        {
-            "expression": "object.kind != 'Pod' || request.operation != 'UPDATE' || oldObject == null || "
-            f"!{_evictable('oldObject')} || {_evictable('object')}",
-            "message": f'a pod\'s {SAFE_TO_EVICT}: "true" stays: a pod without GPUs on a GPU node is created with it '
-            "so that the Cluster Autoscaler may move it",
-            "reason": "Forbidden",
-        },
-        {
             "expression": "variables.templates.all(t, !has(t.metadata) || !has(t.metadata.annotations) || "
             f"!({pins}) || (has(t.spec) && {_asks_gpus('t.spec')}))",
             "message": f'only a pod with GPUs may keep its node from being emptied ({DO_NOT_DISRUPT}: "true", '
@@ -782,15 +759,6 @@ def node_share_validations(team: TeamRules) -> list[dict]:
             "reason": "Forbidden",
         },
     ]
-
-
-def _evictable(template: str) -> str:
-    """A pod template (or pod) the Cluster Autoscaler may drain whatever its controller: safe-to-evict "true"."""
-    return (
-        f"(has({template}.metadata) && has({template}.metadata.annotations) && "
-        f"'{SAFE_TO_EVICT}' in {template}.metadata.annotations && "
-        f"{template}.metadata.annotations['{SAFE_TO_EVICT}'] == 'true')"
-    )
 
 
 def _replicas(key: str) -> str:

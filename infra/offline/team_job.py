@@ -35,7 +35,6 @@ from infra.core.names import (
     POOL_LABEL,
     PREFLIGHT_SWITCH,
     QUEUE_ANNOTATION,
-    SAFE_TO_EVICT,
 )
 from infra.offline import jobs
 from infra.offline.pods import (
@@ -373,8 +372,6 @@ def _replica_template(
         tolerate_pool(template["spec"], pool)  # on the pool (the system nodes are tainted), no GPU
         template["spec"]["containers"][0].pop("resources")
         template["spec"]["activeDeadlineSeconds"] = LONGEST_POD_DEADLINE  # in the team's CPU-only quota
-        # the Cluster Autoscaler may move it to empty a node (no node kept for it: components/tenancy.py)
-        template["metadata"].setdefault("annotations", {})[SAFE_TO_EVICT] = "true"
     elif placed.whole_nodes:
         prepare_gpu_pod(template["spec"], pool, image, f"{FRAMEWORKS[job.framework][0]} {replica}", efa=True)
     else:

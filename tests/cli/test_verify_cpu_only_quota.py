@@ -46,10 +46,9 @@ def _pod(name: str, team: str = "vision", gpus: int = 0, phase: str = "Running",
 
 
 def _launcher(name: str = "mpi-nccl-launcher", team: str = "vision") -> dict:
-    """An MPI launcher as the platform renders it (infra/offline/team_job.py): no GPU, the longest deadline,
-    safe-to-evict "true", and a sidecar beside its container, which the quota charges too."""
+    """An MPI launcher as the platform renders it (infra/offline/team_job.py): no GPU, the longest deadline, and a
+    sidecar beside its container, which the quota charges too."""
     pod = _pod(name, team, activeDeadlineSeconds=LONGEST_POD_DEADLINE)
-    pod["metadata"]["annotations"] = {names.SAFE_TO_EVICT: "true"}
     sidecar = {"name": "log", "image": "x", "restartPolicy": "Always", "resources": {"requests": {"cpu": "500m"}}}
     pod["spec"]["initContainers"] = [sidecar]
     return pod
@@ -129,19 +128,6 @@ def test_a_pod_without_gpus_and_without_a_deadline_on_the_gpu_nodes_fails_naming
     assert "vision/old-router-7c9d-x2v: on the GPU nodes without GPUs and without a deadline" in outcome.evidence
     assert "train-worker-0" not in outcome.evidence
     assert "docs/upgrading.md" in outcome.fix and "3733dc2" in outcome.fix
-
-
-def test_a_pod_without_gpus_the_cluster_autoscaler_may_not_move_fails_naming_it(ctx, cluster):
-    """Made before the rule: its node is kept for it (a Kubeflow job's pod is not replicated to the autoscaler)."""
-    pinned = _launcher("old-launcher")
-    del pinned["metadata"]["annotations"]
-    cluster.put(pinned)
-    outcome = one("kube.cpu-only-quota", ctx)
-    assert outcome.status == "FAIL", outcome
-    assert f'vision/old-launcher: on the GPU nodes without GPUs and without {names.SAFE_TO_EVICT}: "true"' in (
-        outcome.evidence
-    )
-    assert f"kubectl -n TEAM annotate pod NAME {names.SAFE_TO_EVICT}=true" in outcome.fix
 
 
 def test_the_cpu_only_job_is_refused_by_the_team_policy_for_its_deadline_alone(plan):

@@ -15,7 +15,7 @@ import pytest
 from components import teams, tenancy
 from components.training import SCHEDULER_CONFIG
 from infra.config import Team
-from infra.core.names import LONGEST_POD_DEADLINE, SAFE_TO_EVICT
+from infra.core.names import LONGEST_POD_DEADLINE
 from infra.offline.pods import cores, mebibytes
 from tests.conftest import config_of
 from tests.security.test_node_share import GPU_TOLERATION, NO_GPU, ONE_GPU
@@ -28,10 +28,7 @@ P5_SHARE = dataclasses.replace(VISION, gpu_share=(24.0, 256.0 * 2**30))
 
 
 def _cpu_pod(**spec) -> dict:
-    """A pod without GPUs on the GPU nodes, movable by the Cluster Autoscaler as the policy asks of one."""
-    pod = _pod(containers=copy.deepcopy(NO_GPU), tolerations=GPU_TOLERATION, **spec)
-    pod["metadata"]["annotations"] = {SAFE_TO_EVICT: "true"}
-    return pod
+    return _pod(containers=copy.deepcopy(NO_GPU), tolerations=GPU_TOLERATION, **spec)
 
 
 def _refused_for_its_deadline(obj: dict, **request) -> bool:

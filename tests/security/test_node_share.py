@@ -9,7 +9,7 @@ import dataclasses
 
 import pytest
 
-from infra.core.names import EFA_RESOURCE, HUGEPAGES_RESOURCE, LONGEST_POD_DEADLINE, POOL_LABEL, SAFE_TO_EVICT
+from infra.core.names import EFA_RESOURCE, HUGEPAGES_RESOURCE, LONGEST_POD_DEADLINE, POOL_LABEL
 from tests.security.test_tenancy import VISION, _job, _pod, denied_by
 
 ONE_GPU = [
@@ -168,7 +168,6 @@ def test_a_pod_on_a_gpu_node_asking_a_resource_no_quota_shares_is_denied(resourc
 def test_a_bare_pod_on_a_gpu_node_is_denied_and_a_controllers_pod_admitted():
     """The Cluster Autoscaler never removes the node of a pod no controller owns."""
     pod = _pod(containers=NO_GPU, tolerations=GPU_TOLERATION, activeDeadlineSeconds=LONGEST_POD_DEADLINE)
-    pod["metadata"]["annotations"] = {SAFE_TO_EVICT: "true"}
     assert denied_by(pod) == []
     del pod["metadata"]["ownerReferences"]
     assert any(m.startswith("a pod on a GPU node is made by a controller") for m in denied_by(pod))

@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from infra.core.names import LONGEST_POD_DEADLINE, POOL_LABEL, SAFE_TO_EVICT
+from infra.core.names import LONGEST_POD_DEADLINE, POOL_LABEL
 from tests.components.test_forged_signals import CLEAN, KSM, _room
 from tests.components.test_gang_deadline import NOW, _iso
 from tests.components.test_gang_deadline_pause import IDLE_NODE
@@ -140,7 +140,6 @@ def test_a_bare_pod_tolerating_the_gpu_taint_by_an_update_is_denied():
 def test_a_controllers_pod_may_still_gain_the_toleration():
     """What the rule leaves: a pod its controller owns may tolerate the GPU taint, as its template may."""
     pending = _pod(containers=NO_GPU, nodeSelector={POOL_LABEL: "h100"}, activeDeadlineSeconds=LONGEST_POD_DEADLINE)
-    pending["metadata"]["annotations"] = {SAFE_TO_EVICT: "true"}
     gpu = {**pending, "spec": {**pending["spec"], "tolerations": GPU_TOLERATION}}
     assert denied_by(gpu, operation="UPDATE", old=pending, user="alice@vision") == []
 

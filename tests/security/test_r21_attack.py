@@ -16,7 +16,7 @@ neither the platform's extraArgs (components/autoscaler.py) nor the chart's valu
 
 from __future__ import annotations
 
-import copy
+import pytest
 
 from components import tenancy
 from infra.core.names import DO_NOT_DISRUPT, LONGEST_POD_DEADLINE, SAFE_TO_EVICT
@@ -76,48 +76,24 @@ def test_the_cluster_autoscaler_may_not_evict_a_pod_without_an_owner():
     assert not _cluster_autoscaler_may_evict(pod, _autoscaler_args())
 
 
-SAFE_TO_EVICT_RULE = "a pod without GPUs on a GPU node carries the annotation"
-SAFE_TO_EVICT_KEPT = f'a pod\'s {SAFE_TO_EVICT}: "true" stays'
-
-
-def test_a_kubeflow_jobs_replica_without_gpus_is_refused_unless_the_cluster_autoscaler_may_move_it():
+@pytest.mark.xfail(
+    strict=True,
+    reason="the Cluster Autoscaler runs with --skip-nodes-with-custom-controller-pods at its default (true), so a "
+    "Kubeflow job's pod without GPUs is 'not replicated' to it, as a bare pod is: the team policy admits one on a GPU "
+    "node (with a deadline, in the CPU-only quota) and it keeps that node from scale-down for as long as it runs, "
+    "wherever it lands, with no pool named and no do-not-disrupt. Requiring safe-to-evict \"true\" on such pods "
+    "would let the autoscaler drain the platform's own MPI launchers beside another job's GPU pods once those end "
+    "(the operator then fails or restarts the MPIJob's run: updateMPIJobStatus, newLauncher, kubeflow/trainer@v1.9.4); "
+    "the flag set to false would make every GPU pod drainable (docs/design/tenancy.md, \"Still open\")",
+)
+def test_a_kubeflow_jobs_pod_without_gpus_keeps_no_gpu_node_from_the_cluster_autoscalers_scale_down():
     """The attack: a team's XGBoostJob whose Master asks 10m CPU and no GPU and sleeps for ever beside its GPU
-    Workers. Without the annotation the job is refused; with it, the Master pod the operator makes of it is admitted
-    and the Cluster Autoscaler may drain it, so it keeps no node once its Workers are done."""
+    Workers. The job and the Master pod the operator makes of it are admitted; once the Workers finish, their node's
+    GPUs are free, but the Cluster Autoscaler never removes the node while the Master runs (68 years at most)."""
     job = _job_file("xgboost")
     _a_replica_without_gpus(job, "Master")
     rules = _rules(job)
-    assert any(m.startswith(SAFE_TO_EVICT_RULE) for m in denied_by(job, rules))
-    template = job["spec"]["xgbReplicaSpecs"]["Master"]["template"]
-    template["metadata"]["annotations"][SAFE_TO_EVICT] = "true"
     assert denied_by(job, rules) == []
     pod = _as_the_operator_makes_it(job, "Master")
     assert denied_by(pod, rules, user=tenancy.OPERATOR_USER) == []
-    assert _cluster_autoscaler_may_evict(pod, _autoscaler_args())
-
-
-def test_a_pod_without_gpus_made_by_the_operator_without_the_annotation_is_refused():
-    """The pod itself is judged too: a template changed while its job was suspended gives pods that are refused."""
-    job = _job_file("xgboost")
-    _a_replica_without_gpus(job, "Master")
-    pod = _as_the_operator_makes_it(job, "Master")
-    assert any(m.startswith(SAFE_TO_EVICT_RULE) for m in denied_by(pod, _rules(job), user=tenancy.OPERATOR_USER))
-
-
-def test_an_update_may_not_take_the_annotation_off_a_pod():
-    job = _job_file("xgboost")
-    _a_replica_without_gpus(job, "Master")
-    job["spec"]["xgbReplicaSpecs"]["Master"]["template"]["metadata"]["annotations"][SAFE_TO_EVICT] = "true"
-    pod = _as_the_operator_makes_it(job, "Master")
-    pinned = copy.deepcopy(pod)
-    del pinned["metadata"]["annotations"][SAFE_TO_EVICT]
-    refusals = denied_by(pinned, _rules(job), operation="UPDATE", old=pod, user="alice@vision")
-    assert any(m.startswith(SAFE_TO_EVICT_KEPT) for m in refusals)
-
-
-def test_the_platforms_mpi_launcher_is_one_the_cluster_autoscaler_may_move():
-    """The launcher the platform renders (no GPU, on its gang's pool) keeps no node for itself."""
-    job = _job_file("mpi")
-    pod = _as_the_operator_makes_it(job, "Launcher")
-    assert denied_by(pod, _rules(job), user=tenancy.OPERATOR_USER) == []
     assert _cluster_autoscaler_may_evict(pod, _autoscaler_args())

@@ -27,7 +27,7 @@ import pytest
 from components import device_plugins, gpu_pools, healthgate, tenancy
 from components.tenancy import TeamRules
 from infra.config import STARTUP_TAINT_KEY, SYSTEM_TAINT_KEY
-from infra.core.names import LONGEST_POD_DEADLINE, SAFE_TO_EVICT
+from infra.core.names import LONGEST_POD_DEADLINE
 from tests.components.test_karpenter import karpenter_plan  # noqa: F401 (fixture)
 from tests.conftest import STACKS, plan_of
 from tests.security.test_tenancy import VISION, Authorizer, _creator, _job, _pod, admitted
@@ -168,15 +168,14 @@ def _container(name: str = "c", **fields) -> dict:
 
 
 def _cpu_pod(**spec) -> dict:
-    """A compliant pod that asks for no GPU (default scheduler allowed), with the deadline and the safe-to-evict
-    annotation every pod without GPUs on a GPU node sets (its containers and sidecars asking none)."""
+    """A compliant pod that asks for no GPU (default scheduler allowed), with the deadline every pod without GPUs on
+    a GPU node sets (its containers and sidecars asking none)."""
     pod = _pod(schedulerName="default-scheduler", containers=[_container()])
     pod["spec"].update(spec)
     sidecars = [i for i in pod["spec"].get("initContainers", []) if i.get("restartPolicy") == "Always"]
     running = pod["spec"]["containers"] + sidecars
     if not any("nvidia.com/gpu" in c.get("resources", {}).get("limits", {}) for c in running):
         pod["spec"].setdefault("activeDeadlineSeconds", LONGEST_POD_DEADLINE)
-        pod["metadata"].setdefault("annotations", {})[SAFE_TO_EVICT] = "true"
     return pod
 
 
@@ -184,8 +183,7 @@ def _workload(kind: str, pod: dict) -> dict:
     spec = dict(pod["spec"])
     if kind != "Job":  # the API server refuses a deadline in a Deployment's or DaemonSet's template
         spec.pop("activeDeadlineSeconds", None)
-    metadata = {k: pod["metadata"][k] for k in ("labels", "annotations") if pod["metadata"].get(k)}
-    template = {"metadata": metadata, "spec": spec}
+    template = {"metadata": pod["metadata"].get("labels") and {"labels": pod["metadata"]["labels"]} or {}, "spec": spec}
     group = {"DaemonSet": "apps/v1", "Deployment": "apps/v1", "Job": "batch/v1"}[kind]
     return {
         "apiVersion": group,

@@ -2147,12 +2147,7 @@ def cpu_only_job(team: Any, priority_class: str | None) -> dict:
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {"name": ATTACK_NAME, "namespace": team.name},
-        # safe-to-evict as the policy asks of a pod without GPUs there, so that the deadline alone refuses it
-        "spec": {
-            "suspend": True,
-            "backoffLimit": 0,
-            "template": {"metadata": {"annotations": {names.SAFE_TO_EVICT: "true"}}, "spec": spec},
-        },
+        "spec": {"suspend": True, "backoffLimit": 0, "template": {"spec": spec}},
     }
 
 
@@ -2484,11 +2479,13 @@ def _hard_as_quantities(spec: dict) -> dict:
     return {**spec, "hard": {k: parse_quantity(v) for k, v in (spec.get("hard") or {}).items()}}
 
 
-def _gpu_node_pod_without_gpus(pod: dict) -> bool:
+def _gpu_node_pod_without_a_deadline(pod: dict) -> bool:
     """A pod placed on the GPU nodes (it tolerates the GPU taint) that asks no GPU (its containers' and sidecars'
-    limits: a GPU's request equals its limit). The team policy has one run to a deadline and carry safe-to-evict
-    "true"; one without either was made before the rule (docs/upgrading.md, its listing's test)."""
+    limits: a GPU's request equals its limit) and runs to no deadline: the team policy refuses one at CREATE, so it
+    was made before the rule, and no CPU-only quota counts it (docs/upgrading.md, its listing's test)."""
     spec = pod.get("spec") or {}
+    if spec.get("activeDeadlineSeconds") is not None:
+        return False
     if not any(t.get("key") == names.GPU_RESOURCE for t in spec.get("tolerations") or []):
         return False
     sidecars = [c for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"]
@@ -2517,26 +2514,14 @@ def cpu_only_quota(ctx: Any) -> Outcome:
         quotas = {q["metadata"]["name"]: q for q in ctx.kube.resource_quotas(team.name)}
         pods = ctx.kube.pods(team.name)
         for pod in pods:
-            if not (_charged(pod, now) and _gpu_node_pod_without_gpus(pod)):
-                continue
-            name = f"{team.name}/{pod['metadata']['name']}"
-            if (pod.get("spec") or {}).get("activeDeadlineSeconds") is None:
+            if _charged(pod, now) and _gpu_node_pod_without_a_deadline(pod):
                 problems.append(
-                    f"{name}: on the GPU nodes without GPUs and without a deadline, counted by no "
-                    f"{CPU_ONLY_QUOTA} quota"
+                    f"{team.name}/{pod['metadata']['name']}: on the GPU nodes without GPUs and without a "
+                    f"deadline, counted by no {CPU_ONLY_QUOTA} quota"
                 )
                 fixes["pods"] = (
                     'such a pod was made before the rule: docs/upgrading.md, "From a stack deployed at 3733dc2 or '
                     'earlier: pods without GPUs run to a deadline", says how to move its work'
-                )
-            if ((pod.get("metadata") or {}).get("annotations") or {}).get(names.SAFE_TO_EVICT) != "true":
-                problems.append(
-                    f'{name}: on the GPU nodes without GPUs and without {names.SAFE_TO_EVICT}: "true", so the Cluster '
-                    "Autoscaler keeps its node for it"
-                )
-                fixes["evict"] = (
-                    f"`kubectl -n TEAM annotate pod NAME {names.SAFE_TO_EVICT}=true` (the team policy lets it be "
-                    'added), and the same in its job\'s template: docs/upgrading.md, "pods without GPUs may be moved"'
                 )
         live = quotas.get(CPU_ONLY_QUOTA)
         if live is None:
