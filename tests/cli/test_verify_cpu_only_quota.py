@@ -130,6 +130,39 @@ def test_a_pod_without_gpus_and_without_a_deadline_on_the_gpu_nodes_fails_naming
     assert "docs/upgrading.md" in outcome.fix and "3733dc2" in outcome.fix
 
 
+def _of_job(pod: dict, kind: str, name: str) -> dict:
+    pod["metadata"]["ownerReferences"] = [
+        {"apiVersion": "kubeflow.org/v1", "kind": kind, "name": name, "controller": True}
+    ]
+    pod["spec"]["nodeName"] = "ip-10-40-1-11.ec2.internal"
+    return pod
+
+
+def test_a_kubeflow_jobs_pod_without_gpus_beside_its_jobs_gpu_pods_passes(ctx, cluster):
+    """An MPI launcher with its workers (the platform's): its node is its gang's."""
+    cluster.put(_of_job(_launcher("mpi-nccl-launcher"), "MPIJob", "mpi-nccl"))
+    cluster.put(_of_job(_pod("mpi-nccl-worker-0", gpus=8), "MPIJob", "mpi-nccl"))
+    _counted(cluster, "vision", "2", "3Gi")
+    outcome = one("kube.cpu-only-quota", ctx)
+    assert outcome.status == "PASS", outcome
+
+
+def test_a_kubeflow_jobs_pod_without_gpus_outliving_its_jobs_gpu_pods_fails_naming_it_and_its_node(ctx, cluster):
+    """The attack of tests/security/test_r21_attack.py seen after the fact: an XGBoostJob's Master without GPUs,
+    sleeping to its deadline after its GPU Workers ended, keeps its GPU node from the Cluster Autoscaler's
+    scale-down."""
+    cluster.put(_of_job(_launcher("xgboost-pin-master-0"), "XGBoostJob", "xgboost-pin"))
+    cluster.put(_of_job(_pod("xgboost-pin-worker-0", gpus=8, phase="Succeeded"), "XGBoostJob", "xgboost-pin"))
+    _counted(cluster, "vision", "2", "3Gi")
+    outcome = one("kube.cpu-only-quota", ctx)
+    assert outcome.status == "FAIL", outcome
+    assert (
+        "vision/xgboost-pin-master-0 (XGBoostJob xgboost-pin, on ip-10-40-1-11.ec2.internal): without GPUs while none "
+        "of its job's GPU pods runs" in outcome.evidence
+    )
+    assert "kubectl -n TEAM delete KIND NAME" in outcome.fix
+
+
 def test_the_cpu_only_job_is_refused_by_the_team_policy_for_its_deadline_alone(plan):
     """So the dry run is refused for what it lacks, and nothing else: with a deadline, every team policy admits it."""
     from tests.security.test_tenancy import denied_by

@@ -81,10 +81,12 @@ def test_the_cluster_autoscaler_may_not_evict_a_pod_without_an_owner():
     reason="the Cluster Autoscaler runs with --skip-nodes-with-custom-controller-pods at its default (true), so a "
     "Kubeflow job's pod without GPUs is 'not replicated' to it, as a bare pod is: the team policy admits one on a GPU "
     "node (with a deadline, in the CPU-only quota) and it keeps that node from scale-down for as long as it runs, "
-    "wherever it lands, with no pool named and no do-not-disrupt. Requiring safe-to-evict \"true\" on such pods "
+    'wherever it lands, with no pool named and no do-not-disrupt. Requiring safe-to-evict "true" on such pods '
     "would let the autoscaler drain the platform's own MPI launchers beside another job's GPU pods once those end "
     "(the operator then fails or restarts the MPIJob's run: updateMPIJobStatus, newLauncher, kubeflow/trainer@v1.9.4); "
-    "the flag set to false would make every GPU pod drainable (docs/design/tenancy.md, \"Still open\")",
+    'the flag set to false would make every GPU pod drainable (docs/design/tenancy.md, "Still open"). `higgsfield '
+    "verify` kube.cpu-only-quota names such a pod once its job's GPU pods have ended "
+    "(tests/cli/test_verify_cpu_only_quota.py)",
 )
 def test_a_kubeflow_jobs_pod_without_gpus_keeps_no_gpu_node_from_the_cluster_autoscalers_scale_down():
     """The attack: a team's XGBoostJob whose Master asks 10m CPU and no GPU and sleeps for ever beside its GPU

@@ -2480,12 +2480,16 @@ def _hard_as_quantities(spec: dict) -> dict:
 
 
 def _gpu_node_pod_without_a_deadline(pod: dict) -> bool:
+    """A pod placed on the GPU nodes without GPUs (_gpu_node_pod_without_gpus) that runs to no deadline: the team
+    policy refuses one at CREATE, so it was made before the rule, and no CPU-only quota counts it
+    (docs/upgrading.md, its listing's test)."""
+    return (pod.get("spec") or {}).get("activeDeadlineSeconds") is None and _gpu_node_pod_without_gpus(pod)
+
+
+def _gpu_node_pod_without_gpus(pod: dict) -> bool:
     """A pod placed on the GPU nodes (it tolerates the GPU taint) that asks no GPU (its containers' and sidecars'
-    limits: a GPU's request equals its limit) and runs to no deadline: the team policy refuses one at CREATE, so it
-    was made before the rule, and no CPU-only quota counts it (docs/upgrading.md, its listing's test)."""
+    limits: a GPU's request equals its limit)."""
     spec = pod.get("spec") or {}
-    if spec.get("activeDeadlineSeconds") is not None:
-        return False
     if not any(t.get("key") == names.GPU_RESOURCE for t in spec.get("tolerations") or []):
         return False
     sidecars = [c for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"]
@@ -2494,6 +2498,21 @@ def _gpu_node_pod_without_a_deadline(pod: dict) -> bool:
         for c in [*(spec.get("containers") or []), *sidecars]
     ]
     return not any(str(g) not in ("0", "0m") for g in gpus)
+
+
+def _kubeflow_pods_outliving_their_gpu_pods(pods: list[dict], now: datetime.datetime) -> list[dict]:
+    """The Kubeflow jobs' pods without GPUs on the GPU nodes, not ended, none of whose job's pods with GPUs are: the
+    Cluster Autoscaler drains no pod of a controller it does not know to replicate, so each keeps its GPU node from
+    scale-down for as long as it runs (docs/design/tenancy.md, "CPU-only work's room"). An MPI launcher is made
+    after its workers and ends with them; one still running without them holds a node for nothing."""
+
+    def job_of(pod: dict) -> str | None:
+        owner = next((r for r in pod["metadata"].get("ownerReferences") or [] if r.get("controller")), None)
+        return f"{owner['kind']}/{owner['name']}" if owner and owner.get("kind") in names.KUBEFLOW_JOB_KINDS else None
+
+    live = [p for p in pods if _charged(p, now) and job_of(p)]
+    with_gpus = {job_of(p) for p in live if not _gpu_node_pod_without_gpus(p)}
+    return [p for p in live if _gpu_node_pod_without_gpus(p) and job_of(p) not in with_gpus]
 
 
 def cpu_only_quota(ctx: Any) -> Outcome:
@@ -2523,6 +2542,18 @@ def cpu_only_quota(ctx: Any) -> Outcome:
                     'such a pod was made before the rule: docs/upgrading.md, "From a stack deployed at 3733dc2 or '
                     'earlier: pods without GPUs run to a deadline", says how to move its work'
                 )
+        for pod in _kubeflow_pods_outliving_their_gpu_pods(pods, now):
+            owner = next(r for r in pod["metadata"]["ownerReferences"] if r.get("controller"))
+            node = (pod.get("spec") or {}).get("nodeName") or "no node yet"
+            problems.append(
+                f"{team.name}/{pod['metadata']['name']} ({owner['kind']} {owner['name']}, on {node}): without GPUs "
+                "while none of its job's GPU pods runs, it keeps its GPU node from the Cluster Autoscaler's scale-down"
+            )
+            fixes["outlived"] = (
+                "a Kubeflow job's pod blocks its node's scale-down while it runs: end the job (`kubectl -n TEAM "
+                "delete KIND NAME`) or ask its team why its GPU pods ended (docs/design/tenancy.md, \"CPU-only work's "
+                'room")'
+            )
         live = quotas.get(CPU_ONLY_QUOTA)
         if live is None:
             problems.append(f"{team.name}: no ResourceQuota {CPU_ONLY_QUOTA}")
@@ -3498,7 +3529,8 @@ def specs() -> list[Spec]:
              "policy in the last hour (the events the API server keeps); quota refusals named",
              refused_pods, "kube", "list events in team namespaces", after=(KUBE_API,)),
         Spec("kube.cpu-only-quota", "every team's cpu-only quota is as planned and counts exactly its pods with a "
-             "deadline; no pod without GPUs runs on the GPU nodes without one",
+             "deadline; no pod without GPUs runs on the GPU nodes without one, nor a Kubeflow job's beyond its "
+             "job's GPU pods",
              cpu_only_quota, "kube", "list resourcequotas, pods in team namespaces", after=(KUBE_API,)),
         Spec("kube.daemon-sets", "the health gate and node DaemonSets are ready on every node they select",
              daemon_sets, "kube", "get daemonsets", after=(KUBE_API,)),
