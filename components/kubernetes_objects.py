@@ -163,7 +163,7 @@ def role_and_binding(role: str, rules: list[dict], subjects: list[dict], namespa
         {
             "apiVersion": f"{rbac}/v1",
             "kind": f"{kind}Binding",
-            "metadata": metadata,
+            "metadata": dict(metadata),
             "roleRef": {"apiGroup": rbac, "kind": kind, "name": role},
             "subjects": subjects,
         },

@@ -163,6 +163,31 @@ def test_a_kubeflow_jobs_pod_without_gpus_outliving_its_jobs_gpu_pods_fails_nami
     assert "kubectl -n TEAM delete KIND NAME" in outcome.fix
 
 
+def test_a_kubeflow_jobs_pod_without_gpus_beside_only_a_pending_gpu_pod_fails(ctx, cluster):
+    """A retried GPU worker left Pending (its queue full) holds no node: the Master's node is kept for it alone."""
+    cluster.put(_of_job(_launcher("xgboost-pin-master-0"), "XGBoostJob", "xgboost-pin"))
+    retried = _of_job(_pod("xgboost-pin-worker-0", gpus=8, phase="Pending"), "XGBoostJob", "xgboost-pin")
+    del retried["spec"]["nodeName"]
+    cluster.put(retried)
+    _counted(cluster, "vision", "2", "3Gi")
+    outcome = one("kube.cpu-only-quota", ctx)
+    assert outcome.status == "FAIL" and "vision/xgboost-pin-master-0 (XGBoostJob xgboost-pin" in outcome.evidence
+
+
+def test_a_kubeflow_jobs_pod_without_gpus_not_yet_bound_or_being_deleted_is_not_named(ctx, cluster):
+    """Neither holds a node past its job: a PS pod cleaned up after its workers ended, a pod not placed yet."""
+    deleting = _of_job(_launcher("tf-pin-ps-0"), "TFJob", "tf-pin")
+    deleting["metadata"]["deletionTimestamp"] = "2026-12-07T00:00:00Z"
+    cluster.put(deleting)
+    pending = _of_job(_launcher("tf-wait-ps-0"), "TFJob", "tf-wait")
+    del pending["spec"]["nodeName"]
+    cluster.put(pending)
+    _counted(cluster, "vision", "4", "6Gi")  # both still charged by the quota
+    outcome = one("kube.cpu-only-quota", ctx)
+    assert outcome.status == "PASS", outcome
+    assert "tf-pin-ps-0" not in outcome.evidence and "tf-wait-ps-0" not in outcome.evidence, outcome
+
+
 def test_the_cpu_only_job_is_refused_by_the_team_policy_for_its_deadline_alone(plan):
     """So the dry run is refused for what it lacks, and nothing else: with a deadline, every team policy admits it."""
     from tests.security.test_tenancy import denied_by

@@ -2487,31 +2487,39 @@ def _gpu_node_pod_without_a_deadline(pod: dict) -> bool:
 
 
 def _gpu_node_pod_without_gpus(pod: dict) -> bool:
-    """A pod placed on the GPU nodes (it tolerates the GPU taint) that asks no GPU (its containers' and sidecars'
-    limits: a GPU's request equals its limit)."""
+    """A pod placed on the GPU nodes (it tolerates the GPU taint) that asks no GPU."""
     spec = pod.get("spec") or {}
-    if not any(t.get("key") == names.GPU_RESOURCE for t in spec.get("tolerations") or []):
-        return False
+    on_gpu_nodes = any(t.get("key") == names.GPU_RESOURCE for t in spec.get("tolerations") or [])
+    return on_gpu_nodes and not _asks_gpus(pod)
+
+
+def _asks_gpus(pod: dict) -> bool:
+    """A pod whose containers or sidecars ask a GPU (their limits: a GPU's request equals its limit)."""
+    spec = pod.get("spec") or {}
     sidecars = [c for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"]
     gpus = [
         ((c.get("resources") or {}).get("limits") or {}).get(names.GPU_RESOURCE, 0)
         for c in [*(spec.get("containers") or []), *sidecars]
     ]
-    return not any(str(g) not in ("0", "0m") for g in gpus)
+    return any(str(g) not in ("0", "0m") for g in gpus)
 
 
 def _kubeflow_pods_outliving_their_gpu_pods(pods: list[dict], now: datetime.datetime) -> list[dict]:
-    """The Kubeflow jobs' pods without GPUs on the GPU nodes, not ended, none of whose job's pods with GPUs are: the
-    Cluster Autoscaler drains no pod of a controller it does not know to replicate, so each keeps its GPU node from
-    scale-down for as long as it runs (docs/design/tenancy.md, "CPU-only work's room"). An MPI launcher is made
-    after its workers and ends with them; one still running without them holds a node for nothing."""
+    """The Kubeflow jobs' pods without GPUs bound to the GPU nodes, not ended nor being deleted, while none of their
+    job's pods with GPUs is bound and running (a retried worker left Pending counts as none): the Cluster Autoscaler
+    drains no pod of a controller it does not know to replicate, so each keeps its GPU node from scale-down for as
+    long as it runs (docs/design/tenancy.md, "CPU-only work's room"). An MPI launcher is bound with its workers (one
+    gang) and ends with them. Not seen: such a pod on another node than its job's running GPU pods."""
 
     def job_of(pod: dict) -> str | None:
         owner = next((r for r in pod["metadata"].get("ownerReferences") or [] if r.get("controller")), None)
         return f"{owner['kind']}/{owner['name']}" if owner and owner.get("kind") in names.KUBEFLOW_JOB_KINDS else None
 
-    live = [p for p in pods if _charged(p, now) and job_of(p)]
-    with_gpus = {job_of(p) for p in live if not _gpu_node_pod_without_gpus(p)}
+    def bound(pod: dict) -> bool:
+        return bool((pod.get("spec") or {}).get("nodeName")) and not pod["metadata"].get("deletionTimestamp")
+
+    live = [p for p in pods if _charged(p, now) and bound(p) and job_of(p)]
+    with_gpus = {job_of(p) for p in live if _asks_gpus(p)}
     return [p for p in live if _gpu_node_pod_without_gpus(p) and job_of(p) not in with_gpus]
 
 
@@ -2544,7 +2552,7 @@ def cpu_only_quota(ctx: Any) -> Outcome:
                 )
         for pod in _kubeflow_pods_outliving_their_gpu_pods(pods, now):
             owner = next(r for r in pod["metadata"]["ownerReferences"] if r.get("controller"))
-            node = (pod.get("spec") or {}).get("nodeName") or "no node yet"
+            node = pod["spec"]["nodeName"]
             problems.append(
                 f"{team.name}/{pod['metadata']['name']} ({owner['kind']} {owner['name']}, on {node}): without GPUs "
                 "while none of its job's GPU pods runs, it keeps its GPU node from the Cluster Autoscaler's scale-down"
@@ -2552,7 +2560,7 @@ def cpu_only_quota(ctx: Any) -> Outcome:
             fixes["outlived"] = (
                 "a Kubeflow job's pod blocks its node's scale-down while it runs: end the job (`kubectl -n TEAM "
                 "delete KIND NAME`) or ask its team why its GPU pods ended (docs/design/tenancy.md, \"CPU-only work's "
-                'room")'
+                "room\"); a job read between its GPU pods' end and its own shows too: rerun in a minute"
             )
         live = quotas.get(CPU_ONLY_QUOTA)
         if live is None:
