@@ -588,7 +588,7 @@ class HealthGate(pulumi.ComponentResource):
             p.name for p in args.pools if p.health_gate.on_failure == "replace" and p.provisioner != "karpenter"
         ]
         if replacing:
-            ready += pod_identity(
+            _, credentials = pod_identity(
                 f"{name}-replace",
                 f"{name}-identity",
                 args.tags,
@@ -598,7 +598,8 @@ class HealthGate(pulumi.ComponentResource):
                 service_account=SERVICE_ACCOUNT,
                 inline_policy=replacement_policy(args.cluster_name, replacing),
                 depends_on=args.depends_on,
-            )[1]
+            )
+            ready += credentials
         # One DaemonSet per gated pool: each requests its pool's GPU count (daemonset()), except on
         # Karpenter pools (gate_gpus).
         self.daemonsets = {
