@@ -90,6 +90,9 @@ DNS = {"namespace": "kube-system", "pod": {"k8s-app": "kube-dns"}}
 # account may create a pod with the label, so no other pod gets the launcher's egress.
 LAUNCHER = {REPLICA_TYPE_LABEL: "launcher"}
 OPERATOR_USER = "system:serviceaccount:kubeflow:training-operator"
+# The init container the operator adds to every launcher (newLauncher, kubeflow/trainer:pkg/controller.v1/mpi/
+# mpijob_controller.go@v1.9.4).
+KUBECTL_DELIVERY = "kubectl-delivery"
 # What the operator's init container kubectl-delivery requests in every MPIJob launcher pod, CPU in cores and
 # memory in bytes (initContainerCpu 100m, initContainerMem 512Mi: kubeflow/trainer:pkg/controller.v1/mpi/mpijob.go,
 # added by newLauncher in mpijob_controller.go@v1.9.4).
@@ -121,7 +124,7 @@ class OperatorInit:
 
 
 OPERATOR_INITS = (
-    OperatorInit("MPIJob", "mpiReplicaSpecs", "Launcher", (), LAUNCHER_INIT_REQUESTS, "kubectl-delivery",
+    OperatorInit("MPIJob", "mpiReplicaSpecs", "Launcher", (), LAUNCHER_INIT_REQUESTS, KUBECTL_DELIVERY,
                  "an MPIJob's Launcher"),
     OperatorInit("PyTorchJob", "pytorchReplicaSpecs", "Worker", ("Master",), WORKER_INIT_REQUESTS, "init-pytorch",
                  "a PyTorchJob's Worker"),
@@ -138,20 +141,28 @@ CONTROLLER_MANAGER = "system:kube-controller-manager"
 # code search), else as the manager itself: both are named, neither is a team's.
 JOB_TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
 JOB_CONTROLLER_USERS = (f"{CONTROLLER_USERS}job-controller", CONTROLLER_MANAGER)
-# The init container the operator adds to every launcher (newLauncher, same file).
-KUBECTL_DELIVERY = "kubectl-delivery"
+
+
+def _by_the_operator(kept: str) -> str:
+    """The pod as the operator created it: its CREATE by the operator's account, or an UPDATE of which `kept` (over
+    `oldObject`) says the part in question is unchanged. A team's own part of the same shape came from a template the
+    policy judged at the job's CREATE, which no exemption covers."""
+    return (
+        f"(object.kind == 'Pod' && (request.userInfo.username == '{OPERATOR_USER}' || "
+        f"(request.operation == 'UPDATE' && {kept})))"
+    )
+
+
+# Variable `e` of container `c` is in that container before the UPDATE (a pod's containers are immutable).
+_KEPT_ENV = "oldObject.spec.containers.exists(o, o.name == c.name && has(o.env) && o.env.exists(x, x == e))"
 
 
 def _operators_init(c: str, names: Sequence[str]) -> str:
-    """Container `c` is one of the operator's init containers `names` in a pod, as the operator created it (a later
-    UPDATE of the pod keeps it unchanged). Neither kubectl-delivery nor init-pytorch sets a securityContext
-    (newLauncher; initContainerTemplate, pkg/controller.v1/pytorch/initcontainer.go@v1.9.4). A team's own container of
-    such a name came from a template the policy judged at the job's CREATE, which no exemption covers."""
-    return (
-        f"(object.kind == 'Pod' && {c}.name in {_list(names)} && (request.userInfo.username == "
-        f"'{OPERATOR_USER}' || (request.operation == 'UPDATE' && has(oldObject.spec.initContainers) && "
-        f"oldObject.spec.initContainers.exists(o, o == {c}))))"
-    )
+    """Container `c` is one of the operator's init containers `names`, as the operator created it. Neither
+    kubectl-delivery nor init-pytorch sets a securityContext (newLauncher; initContainerTemplate,
+    pkg/controller.v1/pytorch/initcontainer.go@v1.9.4)."""
+    kept = f"has(oldObject.spec.initContainers) && oldObject.spec.initContainers.exists(o, o == {c})"
+    return f"({c}.name in {_list(names)} && {_by_the_operator(kept)})"
 
 
 # Taints no team pod may tolerate: the system nodes' and the health gate's (a pod tolerating the
@@ -1682,10 +1693,9 @@ def gpu_and_node_validations() -> list[dict]:
             # but the empty ones the operator sets on its launcher without GPUs (LAUNCHER_HIDDEN_GPU_ENV), in the pod
             # it creates and that pod's later updates (a pod's containers are immutable)
             "expression": "variables.containers.all(cs, cs.all(c, !has(c.env) || c.env.all(e, !(e.name in "
-            f"{_list(GPU_DEVICE_ENV)}) || (object.kind == 'Pod' && e.name in {_list(LAUNCHER_HIDDEN_GPU_ENV)} && "
-            "!has(e.valueFrom) && (!has(e.value) || e.value == '') && (request.userInfo.username == "
-            f"'{OPERATOR_USER}' || (request.operation == 'UPDATE' && oldObject.spec.containers.exists(o, "
-            "o.name == c.name && has(o.env) && o.env.exists(x, x == e))))))))",
+            f"{_list(GPU_DEVICE_ENV)}) || (e.name in {_list(LAUNCHER_HIDDEN_GPU_ENV)} && !has(e.valueFrom) && "
+            "(!has(e.value) || e.value == '') && "
+            f"{_by_the_operator(_KEPT_ENV)}))))",
             "message": f"no {', '.join(GPU_DEVICE_ENV)} in a team container (value or valueFrom): GPUs come from the "
             "device plugin (resources nvidia.com/gpu)",
             "reason": "Forbidden",
