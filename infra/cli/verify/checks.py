@@ -2504,23 +2504,26 @@ def _asks_gpus(pod: dict) -> bool:
     return any(str(g) not in ("0", "0m") for g in gpus)
 
 
-def _kubeflow_pods_outliving_their_gpu_pods(pods: list[dict], now: datetime.datetime) -> list[dict]:
+def _kubeflow_pods_outliving_their_gpu_pods(pods: list[dict], now: datetime.datetime) -> list[tuple[dict, dict]]:
     """The Kubeflow jobs' pods without GPUs bound to the GPU nodes, not ended nor being deleted, while none of their
     job's pods with GPUs is bound and running (a retried worker left Pending counts as none): the Cluster Autoscaler
     drains no pod of a controller it does not know to replicate, so each keeps its GPU node from scale-down for as
     long as it runs (docs/design/tenancy.md, "CPU-only work's room"). An MPI launcher is bound with its workers (one
-    gang) and ends with them. Not seen: such a pod on another node than its job's running GPU pods."""
+    gang) and ends with them. Not seen: such a pod on another node than its job's running GPU pods. Each with its
+    job's owner reference."""
 
-    def job_of(pod: dict) -> str | None:
+    def job_of(pod: dict) -> dict | None:
         owner = next((r for r in pod["metadata"].get("ownerReferences") or [] if r.get("controller")), None)
-        return f"{owner['kind']}/{owner['name']}" if owner and owner.get("kind") in names.KUBEFLOW_JOB_KINDS else None
+        return owner if owner and owner.get("kind") in names.KUBEFLOW_JOB_KINDS else None
 
     def bound(pod: dict) -> bool:
         return bool((pod.get("spec") or {}).get("nodeName")) and not pod["metadata"].get("deletionTimestamp")
 
-    live = [p for p in pods if _charged(p, now) and bound(p) and job_of(p)]
-    with_gpus = {job_of(p) for p in live if _asks_gpus(p)}
-    return [p for p in live if _gpu_node_pod_without_gpus(p) and job_of(p) not in with_gpus]
+    live = [(p, job) for p in pods if _charged(p, now) and bound(p) and (job := job_of(p))]
+    with_gpus = {(job["kind"], job["name"]) for p, job in live if _asks_gpus(p)}
+    return [
+        (p, job) for p, job in live if _gpu_node_pod_without_gpus(p) and (job["kind"], job["name"]) not in with_gpus
+    ]
 
 
 def cpu_only_quota(ctx: Any) -> Outcome:
@@ -2550,11 +2553,10 @@ def cpu_only_quota(ctx: Any) -> Outcome:
                     'such a pod was made before the rule: docs/upgrading.md, "From a stack deployed at 3733dc2 or '
                     'earlier: pods without GPUs run to a deadline", says how to move its work'
                 )
-        for pod in _kubeflow_pods_outliving_their_gpu_pods(pods, now):
-            owner = next(r for r in pod["metadata"]["ownerReferences"] if r.get("controller"))
+        for pod, job in _kubeflow_pods_outliving_their_gpu_pods(pods, now):
             node = pod["spec"]["nodeName"]
             problems.append(
-                f"{team.name}/{pod['metadata']['name']} ({owner['kind']} {owner['name']}, on {node}): without GPUs "
+                f"{team.name}/{pod['metadata']['name']} ({job['kind']} {job['name']}, on {node}): without GPUs "
                 "while none of its job's GPU pods runs, it keeps its GPU node from the Cluster Autoscaler's scale-down"
             )
             fixes["outlived"] = (
