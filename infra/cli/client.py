@@ -41,6 +41,7 @@ from typing import Any
 from infra.config import JobFile, load_job
 from infra.config.job import FRAMEWORKS, SERVING_KIND
 from infra.core.names import (
+    ENDED_POD_PHASES,
     GANG_RETRY_AFTER_S,
     GAVE_BACK_ANNOTATION,
     GROUP_NAME_ANNOTATION,
@@ -1020,8 +1021,7 @@ def read_logs(
 
 
 # Pod phases in which a pod's container has started, so the kubelet has a log to stream.
-_STARTED = ("Running", "Succeeded", "Failed")
-_ENDED = ("Succeeded", "Failed")
+_STARTED = ("Running", *ENDED_POD_PHASES)
 # A batch Job makes a new pod after one fails (backoffLimit; a pod its podFailurePolicy ignores, such as one Volcano
 # took back), so its pods' ends are not its own: `logs --follow` of a Job ends once the Job has a Complete or Failed
 # condition (or Suspended: its pods are gone until a resume), or it is gone, looked up this often; a job of another
@@ -1054,7 +1054,7 @@ def _watch_pods(
     started, version = time.monotonic(), None
 
     def ended() -> bool:
-        return all(p in (*_ENDED, "Deleted") for p in phases.values())
+        return all(p in (*ENDED_POD_PHASES, "Deleted") for p in phases.values())
 
     while True:
         seconds = min(watch_seconds or FOLLOW_RECHECK_S, FOLLOW_RECHECK_S)

@@ -103,6 +103,9 @@ SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 # have, 2**31 - 1 seconds, about 68 years (ValidatePodSpec, kubernetes/kubernetes:pkg/apis/core/validation/
 # validation.go@000f2605), so they run as long as their job.
 LONGEST_POD_DEADLINE = 2**31 - 1
+# A pod's terminal phases (PodSucceeded, PodFailed: kubernetes/api:core/v1/types.go@v0.35.0): it runs no more, holds
+# no node, and no quota charges it.
+ENDED_POD_PHASES = ("Succeeded", "Failed")
 # When the gang deadline suspended a job (images/training/gang_deadline.py writes it, and removes it when it
 # resumes the job; the team policy keeps it, and the suspension, the deadline's: components/tenancy.py).
 GAVE_BACK_ANNOTATION = "higgsfield.io/gave-back-at"

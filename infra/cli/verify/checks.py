@@ -2418,16 +2418,14 @@ def job_cleanup(ctx: Any) -> Outcome:
     return passed(f"{count} Kubeflow jobs in team namespaces, each deleting its running pods when it finishes")
 
 
-# The phases in which a pod is no longer charged to a quota (QuotaV1Pod, kubernetes/kubernetes:pkg/quota/v1/evaluator/
-# core/pods.go@05e7cb29), nor holds a node.
-TERMINAL_PHASES = ("Succeeded", "Failed")
 CPU_ONLY_RESOURCES = ("requests.cpu", "requests.memory")
 
 
 def _charged(pod: dict, now: datetime.datetime) -> bool:
     """Whether a quota charges the pod its compute resources: not in a terminal phase, and not deleted longer ago
-    than its grace period (a pod stuck terminating on a lost node: QuotaV1Pod, pods.go@05e7cb29)."""
-    if (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
+    than its grace period (a pod stuck terminating on a lost node: QuotaV1Pod, kubernetes/kubernetes:pkg/quota/v1/
+    evaluator/core/pods.go@05e7cb29)."""
+    if (pod.get("status") or {}).get("phase") in names.ENDED_POD_PHASES:
         return False
     meta = pod["metadata"]
     deleted, grace = meta.get("deletionTimestamp"), meta.get("deletionGracePeriodSeconds")
