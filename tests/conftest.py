@@ -40,6 +40,8 @@ from botocore import loaders
 from botocore.hooks import HierarchicalEmitter
 
 from components.registry import image_tag
+from components.teams import rules_of
+from components.tenancy import TeamRules
 from infra.config import StackConfig
 from infra.config import gpu_pools as pool_settings
 from infra.offline import evaluate as offline
@@ -327,6 +329,14 @@ def plan_of(stack: str) -> Plan:
     if stack not in _plans:
         _plans[stack] = record(stack, root=ROOT)
     return _plans[stack]
+
+
+def team_rules(stack: str, team: str) -> TeamRules:
+    """The admission rules of shipped `stack`'s team `team`, as the program renders its policy (its priority classes
+    and GPU pools' shares)."""
+    cfg = config_of(stack)
+    found = next(t for t in cfg.scheduler.teams if t.name == team)
+    return rules_of(found, cfg.scheduler.priority_classes, pools=cfg.gpu_pools)
 
 
 def with_a_karpenter_pool(root: Path, stack: str, as_stack: str | None = None) -> Plan:

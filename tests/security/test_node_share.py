@@ -294,12 +294,9 @@ EFA_CAP = "EFA interfaces and huge pages go with GPUs"
 def _prod_vision():
     """vision's policy in prod, whose pools' largest share per GPU is a p5's: 32 EFA interfaces / 8 GPUs = 4, and
     2 x 5128 huge pages of 2 MiB / 8 GPUs = 1282Mi (components/demand.py gpu_node_share, the queue's share)."""
-    from components.teams import rules_of
-    from tests.conftest import config_of
+    from tests.conftest import team_rules
 
-    cfg = config_of("prod")
-    vision = next(t for t in cfg.scheduler.teams if t.name == "vision")
-    return rules_of(vision, cfg.scheduler.priority_classes, pools=cfg.gpu_pools)
+    return team_rules("prod", "vision")
 
 
 def _on_gpu_node(gpus: int, **limits: str) -> dict:

@@ -9,10 +9,9 @@ from __future__ import annotations
 import copy
 
 from components import tenancy
-from components.teams import rules_of
 from infra.config.job import load_job
 from infra.offline import team_job
-from tests.conftest import config_of
+from tests.conftest import config_of, team_rules
 from tests.offline.test_team_job import EXAMPLE
 from tests.security.test_r20_operator_pods import _as_the_operator_makes_it
 from tests.security.test_tenancy import denied_by
@@ -24,8 +23,7 @@ def _rendered_pytorchjob() -> tuple[dict, tenancy.TeamRules]:
     """The llama-ft team job on prod: a PyTorchJob of a Master and Workers, and its team's rules."""
     cfg = config_of("prod")
     job = team_job.render(load_job({**EXAMPLE, "name": "ft"}), cfg)[0][-1]
-    team = next(t for t in cfg.scheduler.teams if t.name == job["metadata"]["namespace"])
-    return job, rules_of(team, cfg.scheduler.priority_classes, pools=cfg.gpu_pools)
+    return job, team_rules("prod", job["metadata"]["namespace"])
 
 
 def _worker_pod(job: dict) -> dict:

@@ -12,9 +12,8 @@ import copy
 
 import pytest
 
-from components.teams import rules_of
 from infra.core.names import EFA_RESOURCE, POOL_LABEL
-from tests.conftest import config_of
+from tests.conftest import team_rules
 from tests.security.test_node_share import _on_gpu_node
 from tests.security.test_tenancy import _job, denied_by
 
@@ -22,9 +21,7 @@ POOL_CAP = "a pod asks at most its GPUs' share of each pool's nodes it may land 
 
 
 def _vision(stack: str):
-    cfg = config_of(stack)
-    vision = next(t for t in cfg.scheduler.teams if t.name == "vision")
-    return rules_of(vision, cfg.scheduler.priority_classes, pools=cfg.gpu_pools)
+    return team_rules(stack, "vision")
 
 
 def _in_pool(pod: dict, pool: str | None) -> dict:

@@ -14,11 +14,10 @@ import copy
 import pytest
 
 from components import tenancy
-from components.teams import rules_of
 from infra.config.job import load_job
 from infra.core.names import LONGEST_POD_DEADLINE, POOL_LABEL
 from infra.offline import jobs, team_job
-from tests.conftest import config_of
+from tests.conftest import config_of, team_rules
 from tests.offline.test_team_job import EXAMPLE
 from tests.security.test_cpu_only_quota import _cpu_pod
 from tests.security.test_r20_operator_pods import _as_the_operator_makes_it
@@ -43,8 +42,7 @@ def _rendered_mpijob(source: str) -> tuple[dict, tenancy.TeamRules]:
         job = jobs.workload_of(jobs.render("mpi-nccl-tests", cfg))
     else:
         job = team_job.render(load_job({**EXAMPLE, "name": "mpi-ft", "framework": "mpi"}), cfg)[0][-1]
-    team = next(t for t in cfg.scheduler.teams if t.name == job["metadata"]["namespace"])
-    return job, rules_of(team, cfg.scheduler.priority_classes, pools=cfg.gpu_pools)
+    return job, team_rules("prod", job["metadata"]["namespace"])
 
 
 @pytest.mark.parametrize("source", ["example", "job-file"])
@@ -94,8 +92,7 @@ def test_pods_without_gpus_hold_no_node_in_each_pool_for_a_sliver_of_the_cpu_onl
     (nodeSelector), for as long as its deadline, the longest a pod may have: three GPU nodes held beyond the
     team's GPUs for 30m CPU."""
     cfg = config_of("prod")
-    team = next(t for t in cfg.scheduler.teams if t.name == "vision")
-    rules = rules_of(team, cfg.scheduler.priority_classes, pools=cfg.gpu_pools)
+    rules = team_rules("prod", "vision")
     pinned = []
     for pool in cfg.gpu_pools:
         selector = {POOL_LABEL: pool.name, "topology.kubernetes.io/zone": pool.availability_zone}

@@ -33,14 +33,13 @@ from typing import Any
 import pytest
 
 from components import tenancy
-from components.teams import rules_of
 from infra.config import FRAMEWORKS
 from infra.config.job import load_job
 from infra.core import versions
 from infra.core.names import JOB_NAME_PREFIXES, REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL
 from infra.offline import healthcheck, jobs, team_job
 from tests.admission_cel import quantity_value
-from tests.conftest import config_of
+from tests.conftest import config_of, team_rules
 from tests.offline.test_team_job import EXAMPLE
 from tests.security.test_tenancy import denied_by
 
@@ -246,9 +245,7 @@ def _as_the_operator_makes_it(job: dict, replica: str, index: int = 0) -> dict:
 
 
 def _rules(job: dict) -> tenancy.TeamRules:
-    cfg = config_of(STACK)
-    team = next(t for t in cfg.scheduler.teams if t.name == job["metadata"]["namespace"])
-    return rules_of(team, cfg.scheduler.priority_classes, pools=cfg.gpu_pools)
+    return team_rules(STACK, job["metadata"]["namespace"])
 
 
 def _job_file(framework: str, elastic: bool = False) -> dict:
