@@ -22,6 +22,7 @@ from tests.cli.test_verify_checks import (  # noqa: F401 (fixtures)
     plan,
     team_admission,
 )
+from tests.security.test_r20_operator_pods import _owned_by
 
 GPU_TOLERATION = [{"key": names.GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
 
@@ -131,9 +132,7 @@ def test_a_pod_without_gpus_and_without_a_deadline_on_the_gpu_nodes_fails_naming
 
 
 def _of_job(pod: dict, kind: str, name: str) -> dict:
-    pod["metadata"]["ownerReferences"] = [
-        {"apiVersion": "kubeflow.org/v1", "kind": kind, "name": name, "controller": True}
-    ]
+    pod["metadata"]["ownerReferences"] = _owned_by("kubeflow.org/v1", kind, name)
     pod["spec"]["nodeName"] = "ip-10-40-1-11.ec2.internal"
     return pod
 
