@@ -43,6 +43,7 @@ from infra.offline.pods import (
     check_image,
     default_image,
     merge_env,
+    on_team_cpu_nodes,
     prepare_gpu_pod,
     request_in_full,
     request_the_operators_inits,
@@ -369,7 +370,7 @@ def _replica_template(
     template = _pod(job, cfg, placed, priority, image, placed.gpus_per_pod if gpus else 0)
     merge_env(template["spec"]["containers"][0], {"PYTHONPATH": CODE_MOUNT})  # the job may import checkpointing
     if not gpus:
-        tolerate_pool(template["spec"], pool)  # on the pool (the system nodes are tainted), no GPU
+        on_team_cpu_nodes(template["spec"])  # never on a GPU node
         template["spec"]["containers"][0].pop("resources")
         template["spec"]["activeDeadlineSeconds"] = LONGEST_POD_DEADLINE  # in the team's CPU-only quota
     elif placed.whole_nodes:
