@@ -34,6 +34,11 @@ from tests.security.test_r20_operator_pods import (
 )
 from tests.security.test_tenancy import denied_by
 
+# A DNS-1035 label: what the Training Operator's validating webhook asks of a Kubeflow job's name (NameIsDNS1035Label,
+# kubeflow/trainer:pkg/webhooks/*/*_webhook.go@v1.9.4; MPIJob has none) and the API server of a Service's
+# (ValidateServiceName, kubernetes/kubernetes:pkg/apis/core/validation/validation.go).
+DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+NAMED_AS_DNS_1035 = {kind for kind, *_ in FRAMEWORKS.values() if kind != "MPIJob"} | {"Service"}
 # the settings a job file writes, as written (a refusal's key starts with one of them)
 SETTINGS = {field.alias or name for name, field in JobFile.model_fields.items()}
 SERVING = "serving"  # the class of a serving job, which has no framework
@@ -53,9 +58,10 @@ def _maybe(draw: Any) -> bool:
 
 
 @st.composite
-def _job_files(draw: Any, framework: str) -> tuple[str, dict]:
-    """(a shipped stack, a job file of `framework` (SERVING: a serving job) for one of its teams) over the settings
-    that change how it renders, most of them what one of the stack's pools and the team's classes offer."""
+def _job_files(draw: Any, framework: str, name: str) -> tuple[str, dict]:
+    """(a shipped stack, a job file of `framework` (SERVING: a serving job) named `name` after its kind's prefix for
+    one of its teams) over the settings that change how it renders, most of them what one of the stack's pools and the
+    team's classes offer."""
     stack = draw(st.sampled_from(STACKS))
     cfg = config_of(stack)
     pool, team = draw(st.sampled_from(cfg.gpu_pools)), draw(st.sampled_from(cfg.scheduler.teams))
@@ -80,8 +86,9 @@ def _job_files(draw: Any, framework: str) -> tuple[str, dict]:
         )
     classes = [c for c in ("training", "evaluation") if cfg.scheduler.classes_of(team, c)]
     class_ = SERVING if serving else _mostly(draw, st.sampled_from(classes), st.just(SERVING))
+    prefix = "" if serving else JOB_NAME_PREFIXES.get(FRAMEWORKS[framework][0], "")
     data: dict[str, Any] = {
-        "name": "job" if serving else JOB_NAME_PREFIXES.get(FRAMEWORKS[framework][0], "") + "job",
+        "name": prefix + name,
         "team": team.name,
         "class": class_,
         "command": draw(st.sampled_from([["python", "train.py", "--epochs", "3"], ["mpirun", "all_reduce_perf"]])),
@@ -135,6 +142,8 @@ def _findings(stack: str, data: dict) -> list[str]:
         problem = schema and kubernetes_schema.problem(obj, version)
         if problem:
             found.append(f"{what}: schema: {problem}")
+        if obj["kind"] in NAMED_AS_DNS_1035 and not DNS_1035.match(obj["metadata"]["name"]):
+            found.append(f"{what}: its name is no DNS-1035 label (a letter first)")
 
     for obj in objects:
         check(obj)
@@ -156,10 +165,11 @@ def _findings(stack: str, data: dict) -> list[str]:
     return found
 
 
+@pytest.mark.parametrize("name", ["job", "7b-job"])  # a pytorch or serving job's name may start with a digit
 @pytest.mark.parametrize("framework", [*FRAMEWORKS, SERVING])
 @settings(max_examples=15, deadline=None, derandomize=True, database=None)
 @given(data=st.data())
-def test_every_job_file_is_refused_naming_a_setting_or_every_object_made_of_it_is_admitted(framework, data):
-    stack, job_file = data.draw(_job_files(framework))
+def test_every_job_file_is_refused_naming_a_setting_or_every_object_made_of_it_is_admitted(framework, name, data):
+    stack, job_file = data.draw(_job_files(framework, name))
     findings = _findings(stack, job_file)
     assert not findings, "\n".join([f"stack {stack}: {job_file}", *findings])
