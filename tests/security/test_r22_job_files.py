@@ -3,7 +3,8 @@ ConfigError naming a job-file setting, or the team's policy admits every object 
 Service, PodGroup and HorizontalPodAutoscaler the Training Operator makes of them (of a serving Deployment: the
 ReplicaSet the Deployment controller makes and its pods), each as the account that creates it, and each of those
 objects passes the Kubernetes schema checks (infra/offline/kubernetes_schema.py; a Kubeflow job its CRD's, as
-`jobs render` checks it: team_job._fits_its_crd). The controllers are modelled in test_r20_operator_pods.py."""
+`jobs render` checks it: team_job._fits_its_crd) and is named as its validation asks (DNS_1035). The controllers are
+modelled in test_r20_operator_pods.py."""
 
 from __future__ import annotations
 
