@@ -206,14 +206,17 @@ class DataMount(Setting):
 class JobFile(Setting):
     """A team's job: what it runs and what it needs; the stack decides where and how."""
 
+    # a DNS-1035 label: what the Training Operator's validating webhook asks of a Kubeflow job's name
+    # (NameIsDNS1035Label in validatePyTorchJob and its kin, kubeflow/trainer:pkg/webhooks/*/*_webhook.go@v1.9.4),
+    # and the API server of a Service's (ValidateServiceName, kubernetes/kubernetes:pkg/apis/core/validation)
     name: matching(
-        r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
-        f"must be a lowercase DNS label of at most {JOB_NAME_LENGTH} characters (a-z, 0-9, '-')",
+        r"^[a-z]([-a-z0-9]*[a-z0-9])?$",
+        f"must be a lowercase DNS label of at most {JOB_NAME_LENGTH} characters starting with a letter (a-z, 0-9, '-')",
         JOB_NAME_LENGTH,
     )
-    """The job's name in its team's namespace (pods are NAME-worker-0, ...). It says the job's kind: an mpi job's
-    starts with `mpi-`, tensorflow's `tf-`, xgboost's `xgboost-`, jax's `jax-`, paddle's `paddle-`, a pytorch job's
-    with none of these, and none with `podgroup-` (docs/design/tenancy.md)."""
+    """The job's name in its team's namespace (pods are NAME-worker-0, ...), starting with a letter. It says the job's
+    kind: an mpi job's starts with `mpi-`, tensorflow's `tf-`, xgboost's `xgboost-`, jax's `jax-`, paddle's `paddle-`,
+    a pytorch job's with none of these, and none with `podgroup-` (docs/design/tenancy.md)."""
     team: DnsLabel
     """The team (higgsfield:scheduler.teams) whose namespace, queue, quota and UID the job runs with."""
     command: tuple[Annotated[Str, Field(max_length=4096)], ...] = items(1, 1000)

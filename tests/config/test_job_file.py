@@ -281,3 +281,12 @@ def test_an_env_the_training_operator_sets_over_the_teams_is_refused_naming_the_
 def test_an_env_another_kinds_operator_sets_is_the_teams_in_this_kind(framework, name):
     job = load_job(_framework_job(framework, {name: "mine"}))
     assert job.env == {name: "mine"}
+
+
+@pytest.mark.parametrize("data", [{**EXAMPLE, "name": "70b-ft"}, {**SERVING, "name": "7b-chat", "port": 8000}])
+def test_a_job_name_starting_with_a_digit_is_refused_naming_it(data):
+    """A Kubeflow job's name is a DNS-1035 label to the Training Operator's validating webhook (validatePyTorchJob and
+    its kin: NameIsDNS1035Label, kubeflow/trainer:pkg/webhooks/pytorch/pytorchjob_webhook.go@v1.9.4), and so is a
+    Service's to the API server: `70b-ft` rendered, and its submission was refused."""
+    problems = _problems(data)
+    assert list(problems) == ["job.yaml: name"] and "starting with a letter" in problems["job.yaml: name"]

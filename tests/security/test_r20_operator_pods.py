@@ -1,7 +1,9 @@
 """Every pod the Training Operator makes of a Kubeflow job the platform renders, run through the job's team policy as
 the operator's account creates it (components/tenancy.py OPERATOR_USER). The job is admitted at submission; its pods
 come later, from the operator, with what the operator adds to each replica's template. A pod refused there never
-exists: the job waits for its gang forever, the pods already made holding their nodes.
+exists: the job waits for its gang forever, the pods already made holding their nodes. The same for what else the
+operator makes in the team's namespace that the policy matches (each pod's headless Service, the job's PodGroup, an
+elastic job's HorizontalPodAutoscaler), and for a serving Deployment's ReplicaSet and its pods.
 
 `_as_the_operator_makes_it` adds what the v1 controllers at v1.9.4 add (kubeflow/trainer@v1.9.4, run with the flags
 of components/kustomize/training-operator/kustomization.yaml, gang scheduling by Volcano):
@@ -244,6 +246,41 @@ def _as_the_operator_makes_it(job: dict, replica: str, index: int = 0) -> dict:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
 
+def _the_service_the_operator_makes(job: dict, replica: str, index: int = 0) -> dict:
+    """The headless Service the operator makes for replica `replica` `index` of `job`, beside its pod: every
+    framework but MPI (JobController.CreateNewService, kubeflow/trainer:pkg/controller.v1/common/service.go@v1.9.4;
+    the MPI controller's ReconcileServices makes none, mpi/mpijob_controller.go). Named as the pod, the labels of
+    GenLabels with the replica's type and index as its labels and selector, a port per port of the defaulted job's
+    default container (core.GetPortsFromJob, pkg/core/service.go), the job its controlling owner."""
+    kind, name = job["kind"], job["metadata"]["name"]
+    controller, default, port_name, port, _ = OPERATOR[kind]
+    rt = replica.lower()
+    labels = {
+        "training.kubeflow.org/operator-name": controller,
+        "training.kubeflow.org/job-name": name,
+        REPLICA_TYPE_LABEL: rt,
+        REPLICA_INDEX_LABEL: str(index),
+    }
+    main = next(c for c in _replicas(job)[replica]["template"]["spec"]["containers"] if c["name"] == default)
+    ports = {p["name"]: p["containerPort"] for p in main.get("ports", []) if p.get("name")}
+    ports.setdefault(port_name, port)  # the defaulted job's
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": f"{name}-{rt}-{index}",
+            "namespace": job["metadata"]["namespace"],
+            "labels": dict(labels),
+            "ownerReferences": _owned_by("kubeflow.org/v1", kind, name),
+        },
+        "spec": {
+            "clusterIP": "None",
+            "selector": labels,
+            "ports": [{"name": n, "port": p} for n, p in ports.items()],
+        },
+    }
+
+
 def _rules(job: dict) -> tenancy.TeamRules:
     return team_rules(STACK, job["metadata"]["namespace"])
 
@@ -287,6 +324,14 @@ def test_the_pod_the_operator_makes_of_each_rendered_replica_is_admitted(source,
     assert denied_by(job, rules) == []
     pod = _as_the_operator_makes_it(job, replica)
     assert denied_by(pod, rules, user=tenancy.OPERATOR_USER) == []
+
+
+@pytest.mark.parametrize(("source", "replica"), [(s, r) for s, r in CASES if SOURCES[s]()["kind"] != "MPIJob"])
+def test_the_service_the_operator_makes_of_each_rendered_replica_is_admitted(source, replica):
+    """Each pod's headless Service: the policy matches Services (components/tenancy.py service_validations)."""
+    job = SOURCES[source]()
+    service = _the_service_the_operator_makes(job, replica)
+    assert denied_by(service, _rules(job), user=tenancy.OPERATOR_USER) == []
 
 
 # The batch Job controller's pod of completion index `index`: for an Indexed Job the index as a label, an annotation
@@ -335,18 +380,44 @@ def test_the_pod_the_job_controller_makes_of_each_rendered_batch_job_is_admitted
     assert denied_by(pod, rules, user=tenancy.JOB_CONTROLLER_USERS[0]) == []
 
 
-def test_the_pod_the_replicaset_controller_makes_of_the_serving_example_is_admitted():
-    """The Deployment controller labels its ReplicaSet's template with pod-template-hash (getNewReplicaSet,
-    kubernetes/kubernetes:pkg/controller/deployment/sync.go, read through the code search); the ReplicaSet controller
-    makes each pod of that template, the ReplicaSet its controlling owner."""
-    deployment = _example("serving-classifier")
-    rules = _rules(deployment)
+POD_TEMPLATE_HASH = "5d8f7c9b6"
+DEPLOYMENT_CONTROLLER = f"{tenancy.CONTROLLER_USERS}deployment-controller"
+
+
+def _as_the_deployment_controller_makes_it(deployment: dict) -> dict:
+    """The ReplicaSet the Deployment controller makes of `deployment` (getNewReplicaSet, kubernetes/kubernetes:
+    pkg/controller/deployment/sync.go, read through the code search): named `<deployment>-<hash>`, its template's
+    labels and its selector with pod-template-hash, the Deployment's annotations and replicas, the Deployment its
+    controlling owner."""
+    name, labels = deployment["metadata"]["name"], {"pod-template-hash": POD_TEMPLATE_HASH}
+    template = copy.deepcopy(deployment["spec"]["template"])
+    template.setdefault("metadata", {}).setdefault("labels", {}).update(labels)
+    selector = copy.deepcopy(deployment["spec"]["selector"])
+    selector.setdefault("matchLabels", {}).update(labels)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {
+            "name": f"{name}-{POD_TEMPLATE_HASH}",
+            "namespace": deployment["metadata"]["namespace"],
+            "labels": dict(template["metadata"]["labels"]),
+            "annotations": copy.deepcopy(deployment["metadata"].get("annotations", {})),
+            "ownerReferences": _owned_by("apps/v1", "Deployment", name),
+        },
+        "spec": {"replicas": deployment["spec"]["replicas"], "selector": selector, "template": template},
+    }
+
+
+def _as_the_replicaset_controller_makes_it(deployment: dict) -> dict:
+    """The pod the ReplicaSet controller makes of `deployment`'s ReplicaSet: the Deployment controller labels the
+    ReplicaSet's template with pod-template-hash (getNewReplicaSet, kubernetes/kubernetes:pkg/controller/deployment/
+    sync.go, read through the code search); the ReplicaSet is the pod's controlling owner."""
     template = copy.deepcopy(deployment["spec"]["template"])
     meta: dict[str, Any] = template.get("metadata") or {}
-    meta.setdefault("labels", {})["pod-template-hash"] = "5d8f7c9b6"
+    meta.setdefault("labels", {})["pod-template-hash"] = POD_TEMPLATE_HASH
     meta.update(
         {
-            "generateName": f"{deployment['metadata']['name']}-5d8f7c9b6-",
+            "generateName": f"{deployment['metadata']['name']}-{POD_TEMPLATE_HASH}-",
             "namespace": deployment["metadata"]["namespace"],
             "ownerReferences": [
                 {
@@ -360,17 +431,32 @@ def test_the_pod_the_replicaset_controller_makes_of_the_serving_example_is_admit
             ],
         }
     )
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": template["spec"]}
-    assert denied_by(pod, rules, user=f"{tenancy.CONTROLLER_USERS}replicaset-controller") == []
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": template["spec"]}
 
 
-def _as_the_operator_groups_it(job: dict) -> dict:
+REPLICASET_CONTROLLER = f"{tenancy.CONTROLLER_USERS}replicaset-controller"
+
+
+def test_the_replicaset_the_deployment_controller_makes_of_the_serving_example_is_admitted():
+    """The policy matches ReplicaSets (components/tenancy.py WORKLOADS): the gang annotation and template it copies."""
+    deployment = _example("serving-classifier")
+    replicaset = _as_the_deployment_controller_makes_it(deployment)
+    assert denied_by(replicaset, _rules(deployment), user=DEPLOYMENT_CONTROLLER) == []
+
+
+def test_the_pod_the_replicaset_controller_makes_of_the_serving_example_is_admitted():
+    deployment = _example("serving-classifier")
+    pod = _as_the_replicaset_controller_makes_it(deployment)
+    assert denied_by(pod, _rules(deployment), user=REPLICASET_CONTROLLER) == []
+
+
+def _as_the_operator_groups_it(job: dict, stack: str = STACK) -> dict:
     """The Volcano PodGroup the operator creates for `job` (SyncPodGroup, kubeflow/trainer:pkg/controller.v1/common/
     scheduling.go@v1.9.4, filled by ReconcileJobs, common/job.go): the job's name, annotations and controlling owner;
     minMember, queue and priorityClassName from its schedulingPolicy; minResources the requests (a limit where no
     request) of the first minMember pods, the replica types in order of their class's value (CalcPGMinResources,
-    common/util.go@v1.9.4)."""
-    cfg = config_of(STACK)
+    common/util.go@v1.9.4), on shipped `stack`."""
+    cfg = config_of(stack)
     values = {c.name: c.value for c in cfg.scheduler.priority_classes}
     policy = job["spec"]["runPolicy"].get("schedulingPolicy", {})
     specs = sorted(
@@ -416,14 +502,12 @@ def test_the_podgroup_the_operator_makes_of_each_rendered_job_is_admitted(source
 ELASTIC = [s for s, render in SOURCES.items() if "elasticPolicy" in render()["spec"]]
 
 
-@pytest.mark.parametrize("source", ELASTIC)
-def test_the_autoscaler_the_operator_makes_of_each_rendered_elastic_job_is_admitted(source):
-    """An elastic PyTorchJob with metrics gets the operator's HorizontalPodAutoscaler scaling the job between its
+def _as_the_operator_scales_it(job: dict) -> dict:
+    """The HorizontalPodAutoscaler the operator makes of an elastic PyTorchJob with metrics: the job scaled between its
     elasticPolicy's bounds on those metrics, the job its controlling owner (desiredHPA, kubeflow/trainer:pkg/
     controller.v1/pytorch/hpa.go@v1.9.4)."""
-    job = SOURCES[source]()
     elastic, name = job["spec"]["elasticPolicy"], job["metadata"]["name"]
-    hpa = {
+    return {
         "apiVersion": "autoscaling/v2",
         "kind": "HorizontalPodAutoscaler",
         "metadata": {
@@ -438,4 +522,9 @@ def test_the_autoscaler_the_operator_makes_of_each_rendered_elastic_job_is_admit
             "metrics": copy.deepcopy(elastic["metrics"]),
         },
     }
-    assert denied_by(hpa, _rules(job), user=tenancy.OPERATOR_USER) == []
+
+
+@pytest.mark.parametrize("source", ELASTIC)
+def test_the_autoscaler_the_operator_makes_of_each_rendered_elastic_job_is_admitted(source):
+    job = SOURCES[source]()
+    assert denied_by(_as_the_operator_scales_it(job), _rules(job), user=tenancy.OPERATOR_USER) == []
