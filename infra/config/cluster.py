@@ -137,8 +137,7 @@ def _cpu_instance_problems(
             problems.add(
                 f"instanceTypes[{i}]",
                 f"{name} has {catalog.describe(name).gpus} GPUs: {nodes} run {versions.CPU_AMI_TYPE} without NVIDIA "
-                "drivers and untainted, so the GPUs would be paid for and never used; put GPU types in "
-                "higgsfield:gpuPools",
+                "drivers, so the GPUs would be paid for and never used; put GPU types in higgsfield:gpuPools",
             )
 
 
