@@ -695,12 +695,12 @@ def node_share_validations(team: TeamRules) -> list[dict]:
     )
     return [
         {
-            # The one way a team held GPU nodes its GPUs do not pay for: a pod of a few millicores naming a pool at
-            # zero makes the autoscaler buy it a node, and a pod no controller the Cluster Autoscaler knows replicates
-            # (a Kubeflow job's) keeps that node from its scale-down while it runs. The teams' CPU nodes are where
-            # such pods run. A pod the Training Operator makes of a job admitted before this rule (an MPI launcher
-            # that named its gang's pool) still runs: the job's templates were judged when it was created, and a
-            # job created now meets this rule (docs/upgrading.md).
+            # A pod without GPUs on a GPU node holds a node its team's GPUs do not pay for: one of a few millicores
+            # naming a pool at zero makes the autoscaler buy it a node, and one whose controller the Cluster
+            # Autoscaler does not know to replicate (a Kubeflow job's) keeps that node from scale-down while it
+            # runs. Such pods run on the teams' CPU nodes. A pod the Training Operator makes of a job admitted before
+            # this rule (an MPI launcher that named its gang's pool) still runs: the job's templates were judged
+            # when it was created, and a job created, or whose templates change, meets this rule (docs/upgrading.md).
             "expression": f"variables.specs_kept || {_by_the_operator('false')} || "
             f"variables.specs.all(s, !{_takes_a_gpu_node('s')} || {_POD_GPUS} > 0.0)",
             "message": f"{WITHOUT_GPUS_OFF_GPU_NODES}, not on a GPU node (no toleration of the "
