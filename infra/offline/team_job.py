@@ -328,7 +328,7 @@ def _replicas(job: JobFile, placed: Placement) -> list[tuple[str, int, bool]]:
     types = FRAMEWORKS[job.framework][2]
     if job.elastic is not None:
         return [("Worker", placed.min_pods, True)]
-    if job.framework == "mpi":  # the launcher runs mpirun: on the pool, without GPUs
+    if job.framework == "mpi":  # the launcher runs mpirun: on the teams' CPU nodes, without GPUs
         return [("Launcher", 1, False), ("Worker", placed.pods, True)]
     if len(types) == 1:
         return [(types[0], placed.pods, True)]
