@@ -14,6 +14,7 @@ and the team's UID/GID. The team writes none of it (docs/design/job-files.md).
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -687,12 +688,35 @@ def render_file(path: str, cfg: StackConfig) -> tuple[JobFile, list[dict], Place
     job = read_job_file(path)
     try:
         objects, placed = render(job, cfg)
+        _fits_etcd(job, objects)
     except ConfigError as exc:
         if exc.key.startswith(("higgsfield:", "images/")):
             raise ConfigError(exc.key, exc.problems[0].message) from None
         raise file_error("<stdin>" if path == "-" else path, exc.problems[0].message, exc.problems[0].loc) from None
     _fits_its_crd(objects, cfg)
     return job, objects, placed
+
+
+# The most etcd stores in one request by default (etcd-io/website:content/en/docs/v3.5/dev-guide/limit.md,
+# `--max-request-bytes`), so the most one object may be: a Kubeflow job, a custom resource, is stored as its JSON.
+ETCD_REQUEST_BYTES = 3 << 19  # 1.5 MiB
+
+
+def _fits_etcd(job: JobFile, objects: list[dict]) -> None:
+    """Refuse a job whose rendered object etcd would not store: its env and command are written into each of its
+    pod templates, so a job file under its own limit may render one too large, and the API server would refuse it
+    at submission. The setting named is the larger of the two."""
+    for obj in objects:
+        size = len(json.dumps(obj, separators=(",", ":")))
+        if size > ETCD_REQUEST_BYTES:
+            env = sum(len(k) + len(v) for k, v in job.env.items())
+            key = "env" if env >= sum(len(c) for c in job.command) else "command"
+            raise ConfigError(
+                key,
+                f"makes {obj['kind']} {obj['metadata']['name']} {size / 2**20:.2f} MiB, above the "
+                f"{ETCD_REQUEST_BYTES / 2**20:g} MiB etcd stores in one object (each pod template holds the job's env "
+                "and command): keep large values in a ConfigMap or a file on shared storage and pass its path",
+            )
 
 
 def _fits_its_crd(objects: list[dict], cfg: StackConfig) -> None:

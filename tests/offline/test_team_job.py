@@ -555,3 +555,14 @@ def test_standard_input_that_is_not_utf8_is_refused_as_a_file_is(monkeypatch, ca
     assert main(["jobs", "render", "prod", "-f", "-"]) == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert line == "error: <stdin>: is not UTF-8 text, so not a job file (save it as UTF-8)"
+
+
+def test_a_job_whose_env_renders_a_job_too_large_for_etcd_is_refused_naming_env(tmp_path):
+    """Each pod template holds the job's env: 200 values of 4,000 characters (0.8 MB of job file, under its own limit)
+    make a PyTorchJob of about 1.6 MiB, which etcd would not store and the API server would refuse at submission."""
+    data = copy.deepcopy(EXAMPLE) | {"env": {f"V{i}": "x" * 4000 for i in range(200)}}
+    path = tmp_path / "big.job.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError) as refused:
+        team_job.render_file(str(path), config_of("prod"))
+    assert refused.value.key == f"{path}: env" and "etcd" in refused.value.problems[0].message
