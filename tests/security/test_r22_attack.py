@@ -30,9 +30,11 @@ import pytest
 from components import tenancy
 from components.cpu_nodes import ON_TEAM_CPU_NODES
 from components.teams import compute_quota, cpu_only_quota
+from infra.config.gpu_pools import seconds_of
 from infra.core.bundled import instance_types
 from infra.core.names import LONGEST_POD_DEADLINE
-from tests.conftest import config_of, team_rules
+from infra.offline.evaluate import load_stack
+from tests.conftest import config_of, set_pool, team_rules
 from tests.security.test_tenancy import denied_by
 
 MIB = 2**20
@@ -190,3 +192,24 @@ def test_prod_foundation_within_its_quotas_leaves_the_other_teams_launchers_a_te
     assert cpu <= 16 and mib <= 64 * 1024
     assert pods <= int(compute_quota(team, config_of("prod").gpu_pools)["spec"]["hard"]["pods"])
     assert _nodes_taken("prod", admitted, "vision") < _team_cpu_max_size("prod")
+
+
+# --- an honest gang from zero: the launcher's node must wait for its GPU nodes -----------------------------------
+
+
+def test_a_launchers_team_cpu_node_outlasts_its_gangs_gpu_nodes_boot_and_health_gate(project_copy):
+    """Volcano binds a gang whole, so the node bought for its launcher stands empty from its own boot (a few minutes)
+    until the gang's last GPU node has booted and passed the health gate (a pool's bootTime plus its gate's timeout,
+    30 minutes by default), and the Cluster Autoscaler removes it once empty for its unneeded time. Pools that give
+    their idle nodes back after 10 minutes must not take the launcher's node with them: the gang would wait for
+    another CPU node (and a cold pull of the training image) while its GPU nodes, past the gate, stand idle."""
+    root = project_copy(
+        "staging",
+        lambda c: [set_pool(i, scaleDownUnneededTime="10m")(c) for i in range(len(c["higgsfield:gpuPools"]))],
+    )
+    cfg = load_stack("bad", root=root)
+    longest_start = max(
+        seconds_of(p.boot_time) + (seconds_of(p.health_gate.timeout) if p.health_gate.enabled else 0)
+        for p in cfg.gpu_pools
+    )
+    assert seconds_of(cfg.team_cpu_nodes.scale_down_unneeded_time) >= longest_start
