@@ -119,6 +119,35 @@ def _blocking_jobs(stack: str, attacker: str, victim: str, pod_slots: bool) -> l
     return jobs
 
 
+def _admitted(jobs: list[dict], rules: tenancy.TeamRules) -> list[dict]:
+    """Those of `jobs` the team policy admits, and each of whose pods, as the Job controller makes it (its account, the
+    Job its controller, the tracking finalizer), it admits too."""
+    admitted = []
+    for job in jobs:
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": f"{job['metadata']['name']}-0",
+                "namespace": job["metadata"]["namespace"],
+                "ownerReferences": [
+                    {
+                        "apiVersion": "batch/v1",
+                        "kind": "Job",
+                        "name": job["metadata"]["name"],
+                        "uid": "u-job",
+                        "controller": True,
+                    }
+                ],
+                "finalizers": [tenancy.JOB_TRACKING_FINALIZER],
+            },
+            "spec": copy.deepcopy(job["spec"]["template"]["spec"]),
+        }
+        if denied_by(job, rules) == [] and denied_by(pod, rules) == []:
+            admitted.append(job)
+    return admitted
+
+
 def _nodes_taken(stack: str, jobs: list[dict], victim: str) -> int:
     """The teams' CPU nodes on which `jobs`' pods leave `victim`'s launcher no room: a pod that leaves a node less CPU
     or memory than the launcher asks takes that node alone (two would not fit one node), and pods asking next to
@@ -168,7 +197,7 @@ def test_staging_vision_within_its_cpu_only_room_leaves_llms_launcher_a_team_cpu
     and the group is at its maxSize, so llm's MPIJobs wait while their workers' GPU nodes are bought."""
     jobs = _blocking_jobs("staging", "vision", "llm", pod_slots=False)
     rules = team_rules("staging", "vision")
-    admitted = [j for j in jobs if denied_by(j, rules) == []]
+    admitted = _admitted(jobs, rules)
     cpu, mib, _ = _asked(admitted)
     assert cpu <= 16 and mib <= 64 * 1024  # the cpu-only quota admits them all
     assert _nodes_taken("staging", admitted, "llm") < _team_cpu_max_size("staging")
@@ -186,7 +215,7 @@ def test_prod_foundation_within_its_quotas_leaves_the_other_teams_launchers_a_te
     nodes; prod's group of 6 is then all taken, for llm's and vision's launchers alike."""
     jobs = _blocking_jobs("prod", "foundation", "vision", pod_slots=True)
     rules = team_rules("prod", "foundation")
-    admitted = [j for j in jobs if denied_by(j, rules) == []]
+    admitted = _admitted(jobs, rules)
     cpu, mib, pods = _asked(admitted)
     team = next(t for t in config_of("prod").scheduler.teams if t.name == "foundation")
     assert cpu <= 16 and mib <= 64 * 1024
