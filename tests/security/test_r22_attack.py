@@ -65,7 +65,8 @@ def _launcher(stack: str, team: str) -> tuple[Fraction, Fraction]:
 
 def _job(team: str, uid: int, name: str, parallelism: int, cpu: str, memory: str) -> dict:
     """A team's batch Job of `parallelism` pods without GPUs, each asking `cpu` and `memory`, on the teams' CPU nodes
-    as the platform places a pod without GPUs (their label and taint), with the deadline the CPU-only quota counts."""
+    as the platform places a pod without GPUs (their label and taint), with the deadline the CPU-only quota counts,
+    scheduled by Volcano as the launchers there are."""
     container = {
         "name": "c",
         "image": "x",
@@ -79,6 +80,7 @@ def _job(team: str, uid: int, name: str, parallelism: int, cpu: str, memory: str
         "resources": {"requests": {"cpu": cpu, "memory": memory}},
     }
     spec = {
+        "schedulerName": tenancy.SCHEDULER,
         "securityContext": {"runAsUser": uid, "runAsGroup": uid, "fsGroup": uid},
         "restartPolicy": "Never",
         "activeDeadlineSeconds": LONGEST_POD_DEADLINE,
@@ -242,3 +244,20 @@ def test_a_launchers_team_cpu_node_outlasts_its_gangs_gpu_nodes_boot_and_health_
         for p in cfg.gpu_pools
     )
     assert seconds_of(cfg.team_cpu_nodes.scale_down_unneeded_time) >= longest_start
+
+
+# --- one scheduler on the teams' CPU nodes ------------------------------------------------------------------------
+
+
+def test_a_plain_jobs_pods_on_the_teams_cpu_nodes_are_scheduled_by_volcano():
+    """The MPI launchers there are Volcano's (the operator names it). A pod kube-scheduler binds there races Volcano for
+    the same room, each scheduler counting the node from its own cache, and the kubelet fails whichever pod it admits
+    second (OutOfcpu, OutOfmemory: its admission of a pod against the node's allocatable); a launcher failed so fails
+    its MPIJob (updateMPIJobStatus, kubeflow/trainer:pkg/controller.v1/mpi/mpijob_controller.go@v1.9.4). On GPU nodes
+    every pod was Volcano's already (components/tenancy.py gpu_and_node_validations)."""
+    rules = team_rules("staging", "vision")
+    job = _job("vision", 20003, "cpu-work", 1, "1", "1Gi")
+    del job["spec"]["template"]["spec"]["schedulerName"]  # kube-scheduler's
+    assert any(m.startswith(tenancy.ON_TEAM_CPU_NODES_BY_VOLCANO) for m in denied_by(job, rules))
+    job["spec"]["template"]["spec"]["schedulerName"] = tenancy.SCHEDULER
+    assert denied_by(job, rules) == []
