@@ -16,8 +16,8 @@ cel-expr-python as tests/security/test_tenancy.py does).
 The nodes are counted at their full capacity (the bundled EC2 catalog's vCPUs, memory and the VPC CNI's pod limit,
 ENIs x (IPv4 addresses per ENI - 1) + 2, without prefix delegation, as EKS computes maxPods), so what a node has for
 pods on a cluster (less kubelet and system reservations and the node daemons) only makes the attack cheaper. The
-launcher asks what a rendered team job's asks: its container's requests are dropped (infra/offline/team_job.py), so
-the team's LimitRange default applies (components/teams.py container_defaults), above kubectl-delivery's 100m/512Mi.
+launcher asks what a rendered team job's asks: the team's LimitRange default (components/teams.py container_defaults;
+infra/offline/team_job.py gives its container no request of its own), above kubectl-delivery's 100m/512Mi.
 """
 
 from __future__ import annotations
