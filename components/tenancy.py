@@ -378,13 +378,15 @@ def _takes_a_gpu_node(spec: str) -> str:
     )
 
 
+def _tolerates_team_cpu(spec: str) -> str:
+    """A pod spec that tolerates the teams' CPU nodes' taint: it may be placed there."""
+    return f"(has({spec}.tolerations) && {spec}.tolerations.exists(t, has(t.key) && t.key == '{TEAM_CPU_TAINT_KEY}'))"
+
+
 def _takes_a_team_node(spec: str) -> str:
     """A pod spec that may be placed on a node teams share by the platform's rules: a GPU node (above), or one of the
     teams' CPU nodes (it tolerates their taint), where a pod without GPUs runs."""
-    return (
-        f"({_takes_a_gpu_node(spec)} || (has({spec}.tolerations) && "
-        f"{spec}.tolerations.exists(t, has(t.key) && t.key == '{TEAM_CPU_TAINT_KEY}')))"
-    )
+    return f"({_takes_a_gpu_node(spec)} || {_tolerates_team_cpu(spec)})"
 
 
 # The annotation values that keep a pod's node from being emptied (infra/core/names.py). Only a pod
@@ -398,6 +400,8 @@ CPU_ONLY_QUOTA = "cpu-only"  # the ResourceQuota on a namespace's pods without G
 # How the team policy's refusal of a pod without GPUs on a GPU node starts (node_share_validations): `higgsfield
 # verify` kube.tenant-attacks tells that refusal from another by it.
 WITHOUT_GPUS_OFF_GPU_NODES = "a pod without GPUs runs on the teams' CPU nodes"
+# How the team policy's refusal of a pod on the teams' CPU nodes that Volcano does not schedule starts.
+ON_TEAM_CPU_NODES_BY_VOLCANO = "pods on the teams' CPU nodes are scheduled by"
 
 # What a pod on a GPU node may ask for: what the team's queue and quota hold in its GPUs' share
 # (components/demand.py). Any other resource (ephemeral-storage, hugepages-1Gi, another extended
@@ -707,6 +711,20 @@ def node_share_validations(team: TeamRules) -> list[dict]:
             f"{GPU_TAINT_KEY} taint, no EFA or huge pages without a GPU): nodeSelector {TEAM_CPU_LABEL}: "
             f'"true" and a toleration of the {TEAM_CPU_TAINT_KEY} taint; a pod without GPUs on a GPU node would '
             "hold a node its team's GPUs do not pay for",
+            "reason": "Forbidden",
+        },
+        {
+            # The MPI launchers there are Volcano's (the operator names it in a Kubeflow job's pods). A pod that
+            # kube-scheduler binds there races Volcano for the same room, each counting the node from its own cache,
+            # and the kubelet fails whichever pod it admits second (OutOfcpu, OutOfmemory): a launcher failed so fails
+            # its MPIJob (updateMPIJobStatus, kubeflow/trainer:pkg/controller.v1/mpi/mpijob_controller.go@v1.9.4). A
+            # Kubeflow job's templates name no other scheduler (gang_validations); its pods are judged as they come. A
+            # pod that may take a GPU node is Volcano's by gpu_and_node_validations.
+            "expression": f"!(object.kind in {_list(['Pod', *TEMPLATE_KINDS, 'CronJob'])}) || variables.specs.all(s, "
+            f"!{_tolerates_team_cpu('s')} || (has(s.schedulerName) && s.schedulerName == '{SCHEDULER}'))",
+            "message": f"{ON_TEAM_CPU_NODES_BY_VOLCANO} {SCHEDULER}, as the MPI launchers there are: set "
+            f"schedulerName: {SCHEDULER} (a pod another scheduler binds beside them races {SCHEDULER} for the same "
+            "room, and the kubelet fails the pod it admits second)",
             "reason": "Forbidden",
         },
         {

@@ -156,8 +156,9 @@ class TeamCpuNodes(Setting):
     )
     scale_down_unneeded_time: PositiveDuration = derived(
         "How long a node stays empty before the autoscaler removes it; default: the GPU pools' longest "
-        "scaleDownUnneededTime, so that a gang's launcher keeps its node while its GPU nodes boot and pass the health "
-        "gate (Volcano binds a gang whole: the launcher's node is empty until then)."
+        "scaleDownUnneededTime or bootTime plus healthGate.timeout, whichever is longer, so that a gang's launcher "
+        "keeps its node while its GPU nodes boot and pass the health gate (Volcano binds a gang whole: the launcher's "
+        "node is empty until then)."
     )
 
     @model_validator(mode="after")

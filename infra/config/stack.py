@@ -471,8 +471,9 @@ class StackConfig(Setting):
     @model_validator(mode="after")
     def _team_cpu_nodes_defaults(self, info: ValidationInfo) -> StackConfig:
         """The teams' CPU nodes take the system nodes' instance types unless set, room for every team's CPU-only work
-        at once (MIN_CPU_QUOTA vCPUs each, on the smallest of those types) unless a maximum is set, and the GPU pools'
-        longest scale-down-unneeded time unless one is set."""
+        at once (MIN_CPU_QUOTA vCPUs each, on the smallest of those types) unless a maximum is set, and unless one is
+        set an unneeded time as long as the GPU pools' longest scale-down-unneeded time and each pool's boot and health
+        gate (a launcher's node, up first, stands empty until its gang's last GPU node has passed the gate)."""
         nodes = self.team_cpu_nodes
         types = nodes.instance_types or self.cpu_nodes.instance_types
         size = nodes.max_size
@@ -481,8 +482,12 @@ class StackConfig(Setting):
             vcpus = min((catalog.describe(t).vcpus for t in types), default=0) if catalog is not None else 0
             per_team = -(-MIN_CPU_QUOTA // vcpus) if vcpus else 1
             size = max(1, per_team * len(self.scheduler.teams))
+        startups = (
+            f"{seconds_of(p.boot_time) + (seconds_of(p.health_gate.timeout) if p.health_gate.enabled else 0)}s"
+            for p in self.gpu_pools
+        )
         unneeded = nodes.scale_down_unneeded_time or max(
-            (p.scale_down_unneeded_time for p in self.gpu_pools),
+            (*(p.scale_down_unneeded_time for p in self.gpu_pools), *startups),
             key=seconds_of,
             default=GPU_SCALE_DOWN_UNNEEDED_DEFAULT,
         )

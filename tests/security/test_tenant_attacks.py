@@ -25,6 +25,7 @@ import json
 import pytest
 
 from components import device_plugins, gpu_pools, healthgate, tenancy
+from components.cpu_nodes import ON_TEAM_CPU_NODES
 from components.tenancy import TeamRules
 from infra.config import STARTUP_TAINT_KEY, SYSTEM_TAINT_KEY
 from infra.core.names import LONGEST_POD_DEADLINE
@@ -344,6 +345,13 @@ ATTACKS = {
             ),
         ),
         (VOLCANO, WITHOUT_GPUS),
+        VISION,
+        {},
+    ),
+    # a pod kube-scheduler binds beside the MPI launchers, racing Volcano for their room (the kubelet fails the second)
+    "job_on_the_teams_cpu_nodes_outside_volcano": (
+        _workload("Job", _cpu_pod(**copy.deepcopy(ON_TEAM_CPU_NODES))),
+        tenancy.ON_TEAM_CPU_NODES_BY_VOLCANO,
         VISION,
         {},
     ),
