@@ -151,8 +151,9 @@ class TeamCpuNodes(Setting):
         max_length=EKS_MAX_INSTANCE_TYPES,
     )
     max_size: MaxNodes = derived(
-        "Nodes the autoscaler never goes above; default: room for every team's CPU-only work at once "
-        "(higgsfield:scheduler.teams: each team's pods without GPUs ask at most 16 vCPUs and 64 GiB in all)."
+        "Nodes the autoscaler never goes above; default: room for every team's launchers however each other team "
+        "spends its CPU-only work's room (16 vCPUs, 64 GiB and 16 pods: a pod asking more than half a node's CPU or "
+        "memory stands alone), per team 2 x 16 vCPUs / a node's + 2 x 64 GiB / a node's + 1, on the smallest type."
     )
     scale_down_unneeded_time: PositiveDuration = derived(
         "How long a node stays empty before the autoscaler removes it; default: the GPU pools' longest "

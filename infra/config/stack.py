@@ -48,7 +48,7 @@ from infra.config.limits import (
     tag_value,
 )
 from infra.config.observability import Observability
-from infra.config.scheduler import MIN_CPU_QUOTA, Scheduler
+from infra.config.scheduler import MIN_CPU_QUOTA, MIN_MEMORY_QUOTA_GIB, Scheduler
 from infra.config.storage import Fsx
 from infra.core import versions
 from infra.core.internet import MAX_INTERNET_SHARE, internet_share  # the policy pack's rule too
@@ -470,17 +470,23 @@ class StackConfig(Setting):
 
     @model_validator(mode="after")
     def _team_cpu_nodes_defaults(self, info: ValidationInfo) -> StackConfig:
-        """The teams' CPU nodes take the system nodes' instance types unless set, room for every team's CPU-only work
-        at once (MIN_CPU_QUOTA vCPUs each, on the smallest of those types) unless a maximum is set, and unless one is
-        set an unneeded time as long as the GPU pools' longest scale-down-unneeded time and each pool's boot and health
-        gate (a launcher's node, up first, stands empty until its gang's last GPU node has passed the gate)."""
+        """The teams' CPU nodes take the system nodes' instance types unless set, and unless a maximum is set, room
+        for every team's launchers however each other team spends its CPU-only work's room: a pod asking more than
+        half a node's CPU or memory stands alone on it, so a team's MIN_CPU_QUOTA vCPUs and MIN_MEMORY_QUOTA_GIB GiB
+        make at most 2 x room / node nodes unfit for another team's launcher in each of the two, on the smallest of
+        those types, and its `cpu-only` quota's pods (components/teams.py CPU_ONLY_PODS), fewer than a node's pod slots,
+        one more between them; and unless one
+        is set an unneeded time as long as the GPU pools' longest scale-down-unneeded time and each pool's boot and
+        health gate (a launcher's node, up first, stands empty until its gang's last GPU node has passed the gate)."""
         nodes = self.team_cpu_nodes
         types = nodes.instance_types or self.cpu_nodes.instance_types
         size = nodes.max_size
         if size is None:
             catalog, _ = _catalog(info)
-            vcpus = min((catalog.describe(t).vcpus for t in types), default=0) if catalog is not None else 0
-            per_team = -(-MIN_CPU_QUOTA // vcpus) if vcpus else 1
+            facts = [catalog.describe(t) for t in types] if catalog is not None else []
+            vcpus = min((f.vcpus for f in facts), default=0)
+            gib = min((f.memory_mib for f in facts), default=0) / 1024
+            per_team = (2 * MIN_CPU_QUOTA // vcpus + int(2 * MIN_MEMORY_QUOTA_GIB // gib) + 1) if vcpus and gib else 1
             size = max(1, per_team * len(self.scheduler.teams))
         startups = (
             f"{seconds_of(p.boot_time) + (seconds_of(p.health_gate.timeout) if p.health_gate.enabled else 0)}s"

@@ -102,7 +102,7 @@ def test_a_quota_whose_room_was_raised_fails_naming_it(ctx, cluster):
 
 def test_a_room_written_in_other_units_is_the_same_quantity_and_passes(ctx, cluster):
     quota = cluster.get("/api/v1/namespaces/llm/resourcequotas/cpu-only")
-    quota["spec"]["hard"] = {"requests.cpu": "16000m", "requests.memory": "65536Mi"}
+    quota["spec"]["hard"] = {"requests.cpu": "16000m", "requests.memory": "65536Mi", "pods": "16"}
     cluster.put(quota)
     assert one("kube.cpu-only-quota", ctx).status == "PASS"
 

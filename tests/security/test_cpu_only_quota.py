@@ -135,9 +135,10 @@ def test_the_cpu_only_quota_counts_exactly_the_pods_with_a_deadline():
 
 
 def test_the_cpu_only_quota_is_the_room_for_cpu_only_work_within_the_teams_quota():
-    assert teams.cpu_only_quota(_prod_team())["spec"]["hard"] == {"requests.cpu": "16", "requests.memory": "64Gi"}
+    room = {"requests.cpu": "16", "requests.memory": "64Gi", "pods": "16"}
+    assert teams.cpu_only_quota(_prod_team())["spec"]["hard"] == room
     small = _prod_team().model_copy(update={"cpu_quota": 4, "memory_quota_gib": 8})
-    assert teams.cpu_only_quota(small)["spec"]["hard"] == {"requests.cpu": "4", "requests.memory": "8Gi"}
+    assert teams.cpu_only_quota(small)["spec"]["hard"] == {"requests.cpu": "4", "requests.memory": "8Gi", "pods": "16"}
 
 
 @pytest.mark.parametrize("request_cpu", ["24", "8", "1"])

@@ -3,12 +3,12 @@ puts every team pod without GPUs there (components/tenancy.py node_share_validat
 team policy and its quotas admit, leave another team's MPI launcher no node there, so that the other team's MPIJobs
 never run while their workers' GPU nodes are bought and given back by the gang deadline?
 
-The group's maxSize is sized by vCPUs alone (infra/config/stack.py _team_cpu_nodes_defaults: each team's 16 vCPUs
-of CPU-only work's room on the smallest of the group's types). A node is lost to another team's launcher as soon as
-one dimension the launcher asks is used up there, so a team's room goes further by spending itself one dimension a
-node: a pod asking just more than a node's CPU less a launcher's takes a node by its CPU, one asking just more than
-a node's memory less a launcher's takes another by its memory, and pods asking a millicore take a node by its pod
-slots (the `cpu-only` quota counts no pods; the compute quota's pods are the team's GPUs' share plus 16). Each
+A node is lost to another team's launcher as soon as one dimension the launcher asks is used up there, so a team's
+room goes furthest spent one dimension a node: a pod asking just more than a node's CPU less a launcher's takes a
+node by its CPU, one asking just more than a node's memory less a launcher's takes another by its memory, and pods
+asking a millicore take a node by its pod slots. The group's maxSize counts that (infra/config/stack.py
+_team_cpu_nodes_defaults: per team, twice its room over a node's in CPU and in memory, and one node for its
+`cpu-only` quota's 16 pods, fewer than a node's slots), so one team's room, however spent, leaves the others nodes. Each
 such pod is a plain batch Job's, on the teams' CPU nodes as the platform puts a launcher there, with the deadline the
 CPU-only quota counts it by: the policy admits it (the team's rules as a shipped stack renders them, evaluated with
 cel-expr-python as tests/security/test_tenancy.py does).
@@ -25,11 +25,9 @@ from __future__ import annotations
 import copy
 from fractions import Fraction
 
-import pytest
-
 from components import tenancy
 from components.cpu_nodes import ON_TEAM_CPU_NODES
-from components.teams import compute_quota, cpu_only_quota
+from components.teams import cpu_only_quota
 from infra.config.gpu_pools import seconds_of
 from infra.core.bundled import instance_types
 from infra.core.names import LONGEST_POD_DEADLINE
@@ -115,7 +113,7 @@ def _blocking_jobs(stack: str, attacker: str, victim: str, pod_slots: bool) -> l
         _job(attacker, team.uid, "by-memory", n_mib, "1m", f"{by_mib}Mi"),
     ]
     if pod_slots:
-        pods_quota = int(compute_quota(team, cfg.gpu_pools)["spec"]["hard"]["pods"])
+        pods_quota = int(cpu_only_quota(team)["spec"]["hard"]["pods"])
         tiny = min(pods_quota - n_cpu - n_mib, int(left_cpu) - n_mib)
         jobs.append(_job(attacker, team.uid, "by-pod-slots", tiny, "1m", "1Mi"))
     return jobs
@@ -186,17 +184,10 @@ def _team_cpu_max_size(stack: str) -> int:
     return config_of(stack).team_cpu_nodes.max_size
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the teams' CPU nodes' default maxSize counts each team's 16 vCPUs on a node's vCPUs (infra/config/"
-    "stack.py _team_cpu_nodes_defaults), not the nodes a team's room can make unfit for another team's launcher: one "
-    "dimension a node is enough (CPU on two nodes, memory on two more: staging's whole group of 4). Closing it is a "
-    "sizing decision (maxSize at (teams - 1) x the nodes one room can take + 1, or a group per team), not a small fix",
-)
 def test_staging_vision_within_its_cpu_only_room_leaves_llms_launcher_a_team_cpu_node():
     """Two Jobs of vision's, within its 16 vCPUs and 64 GiB: two pods of just over a node's CPU less a launcher's,
-    two of just over its memory less a launcher's; every node of staging's group then has no room for llm's launcher,
-    and the group is at its maxSize, so llm's MPIJobs wait while their workers' GPU nodes are bought."""
+    two of just over its memory less a launcher's: four nodes with no room for llm's launcher, and staging's group
+    has more, so llm's MPIJobs still find one."""
     jobs = _blocking_jobs("staging", "vision", "llm", pod_slots=False)
     rules = team_rules("staging", "vision")
     admitted = _admitted(jobs, rules)
@@ -205,23 +196,16 @@ def test_staging_vision_within_its_cpu_only_room_leaves_llms_launcher_a_team_cpu
     assert _nodes_taken("staging", admitted, "llm") < _team_cpu_max_size("staging")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="besides the CPU and memory a node (above), the `cpu-only` quota counts no pods (components/teams.py "
-    "cpu_only_quota), so a team's pods quota (its GPUs' share plus 16: foundation's 196 in prod) of pods asking a "
-    "millicore fills the pod slots of nodes its 16 vCPUs never would; a pods limit on that quota would cap how many "
-    "launchers (one an MPIJob) a team runs at once, a decision for the owners",
-)
 def test_prod_foundation_within_its_quotas_leaves_the_other_teams_launchers_a_team_cpu_node():
-    """foundation's Jobs: two pods by CPU, two by memory, and pods of a millicore filling the pod slots of two more
-    nodes; prod's group of 6 is then all taken, for llm's and vision's launchers alike."""
+    """foundation's Jobs: two pods by CPU, two by memory, and pods of a millicore up to its `cpu-only` quota's 16 pods,
+    fewer than one node's slots: prod's group keeps nodes for llm's and vision's launchers."""
     jobs = _blocking_jobs("prod", "foundation", "vision", pod_slots=True)
     rules = team_rules("prod", "foundation")
     admitted = _admitted(jobs, rules)
     cpu, mib, pods = _asked(admitted)
     team = next(t for t in config_of("prod").scheduler.teams if t.name == "foundation")
     assert cpu <= 16 and mib <= 64 * 1024
-    assert pods <= int(compute_quota(team, config_of("prod").gpu_pools)["spec"]["hard"]["pods"])
+    assert pods <= int(cpu_only_quota(team)["spec"]["hard"]["pods"])
     assert _nodes_taken("prod", admitted, "vision") < _team_cpu_max_size("prod")
 
 
