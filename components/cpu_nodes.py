@@ -1,15 +1,18 @@
-"""The CPU node group that runs the platform's own pods."""
+"""The CPU node groups: the platform's own pods (the system nodes), and the teams' pods without GPUs."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
 
 from components.nodes import MAX_UNAVAILABLE_NODES, NodeVersion, launch_template
 from infra.config import SYSTEM_TAINT_EFFECT, SYSTEM_TAINT_KEY
+from infra.core.names import AUTOSCALER_TEMPLATE, SCALE_DOWN_UNNEEDED_TAG, TEAM_CPU_LABEL, TEAM_CPU_TAINT_KEY
 
 SYSTEM_LABELS = {"higgsfield.io/role": "system"}
 # The system nodes are tainted, so that nothing but the platform's own pods runs beside the
@@ -21,6 +24,17 @@ SYSTEM_LABELS = {"higgsfield.io/role": "system"}
 SYSTEM_TAINT = {"key": SYSTEM_TAINT_KEY, "value": "true", "effect": SYSTEM_TAINT_EFFECT}
 SYSTEM_TOLERATION = {"key": SYSTEM_TAINT_KEY, "operator": "Exists", "effect": SYSTEM_TAINT_EFFECT}
 ON_SYSTEM_NODES = {"nodeSelector": SYSTEM_LABELS, "tolerations": [SYSTEM_TOLERATION]}
+# The teams' CPU nodes: a team's pod without GPUs (an MPI job's launcher, a CPU-only Job) runs here and nowhere else,
+# never on a GPU node (components/tenancy.py); no platform workload but the node daemons (which tolerate every taint).
+TEAM_CPU_LABELS = {TEAM_CPU_LABEL: "true"}
+TEAM_CPU_TAINT = {"key": TEAM_CPU_TAINT_KEY, "value": "true", "effect": "NoSchedule"}
+# Room on a team CPU node's root volume for the training image its launchers run (a CUDA image of several GB,
+# unpacked beside its layers) and the logs.
+TEAM_CPU_ROOT_VOLUME_GIB = 100
+ON_TEAM_CPU_NODES: dict[str, Any] = {
+    "nodeSelector": TEAM_CPU_LABELS,
+    "tolerations": [{"key": TEAM_CPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
+}
 # EKS's API spells taint effects in upper snake case (Taint.effect: NO_SCHEDULE, NO_EXECUTE,
 # PREFER_NO_SCHEDULE: botocore/data/eks/2017-11-01/service-2.json TaintEffect).
 _EKS_EFFECT = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
@@ -41,14 +55,22 @@ class CpuNodesArgs:
     tags: Mapping[str, str]
     version: NodeVersion
     root_volume_gib: int = 50
+    role: str = "system"  # the Name tag's suffix of its instances
+    labels: Mapping[str, str] = dataclasses.field(default_factory=lambda: dict(SYSTEM_LABELS))
+    taint: Mapping[str, str] = dataclasses.field(default_factory=lambda: dict(SYSTEM_TAINT))
+    # what the Cluster Autoscaler reads off the group's Auto Scaling group to plan a node while it has none
+    autoscaler_tags: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
 class CpuNodes(pulumi.ComponentResource):
-    """A managed node group for system pods (controllers, autoscaler, monitoring).
+    """A managed node group of CPU instances: the system nodes (controllers, autoscaler, monitoring) or the teams'
+    CPU nodes (their pods without GPUs), by its labels and taint.
 
     Creates: a launch template (IMDSv2 only, hop limit 1, encrypted gp3 root) and an on-demand
-    managed node group across the private subnets, labelled `higgsfield.io/role=system` and
-    tainted `higgsfield.io/system=true:NoSchedule` (SYSTEM_TAINT).
+    managed node group across the private subnets, labelled and tainted as asked (the system nodes:
+    `higgsfield.io/role=system`, `higgsfield.io/system=true:NoSchedule`, SYSTEM_TAINT); the
+    autoscaler's node-template tags, where given, on its Auto Scaling group (managed node group tags do
+    not reach it), so that the autoscaler scales it up from zero.
     `desiredSize` is left to the autoscaler after creation (ignore_changes). It runs the cluster's
     Kubernetes version (and the stack's AMI release, if pinned): an upgrade rolls its nodes in
     place, one at a time, after the control plane and the add-ons it depends on.
@@ -61,7 +83,7 @@ class CpuNodes(pulumi.ComponentResource):
             f"{name}-lt",
             root_volume_gib=args.root_volume_gib,
             security_group_ids=args.security_group_ids,
-            tags={**args.tags, "Name": f"{args.cluster_name}-system"},
+            tags={**args.tags, "Name": f"{args.cluster_name}-{args.role}"},
             parent=self,
         )
         self.node_group = aws.eks.NodeGroup(
@@ -80,10 +102,10 @@ class CpuNodes(pulumi.ComponentResource):
                 id=template.id, version=template.latest_version.apply(str)
             ),
             **args.version.node_group_args(),
-            labels=SYSTEM_LABELS,
+            labels=dict(args.labels),
             taints=[
                 aws.eks.NodeGroupTaintArgs(
-                    key=SYSTEM_TAINT["key"], value=SYSTEM_TAINT["value"], effect=_EKS_EFFECT[SYSTEM_TAINT["effect"]]
+                    key=args.taint["key"], value=args.taint["value"], effect=_EKS_EFFECT[args.taint["effect"]]
                 )
             ],
             tags=dict(args.tags),
@@ -91,4 +113,25 @@ class CpuNodes(pulumi.ComponentResource):
                 parent=self, depends_on=list(args.depends_on), ignore_changes=["scalingConfig.desiredSize"]
             ),
         )
+        asg_name = self.node_group.resources.apply(lambda r: r[0].autoscaling_groups[0].name)  # type: ignore[index]
+        for key, value in args.autoscaler_tags.items():
+            aws.autoscaling.Tag(
+                f"{name}-asg-{key.removeprefix(AUTOSCALER_TEMPLATE + '/').replace('/', '-')}",
+                autoscaling_group_name=asg_name,
+                tag=aws.autoscaling.TagTagArgs(key=key, value=value, propagate_at_launch=False),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
         self.register_outputs({"node_group_name": self.node_group.node_group_name})
+
+
+def team_cpu_autoscaler_tags(scale_down_unneeded_time: str) -> dict[str, str]:
+    """The teams' CPU nodes as the autoscaler plans one while the group has none (their label and taint), and how
+    long one stays empty before it goes: as long as the GPU pools' longest, so that a gang's launcher, whose node
+    comes first, still has it when its GPU nodes have booted and passed the health gate (Volcano binds the gang
+    whole, so the launcher's node stays empty until then)."""
+    tags = {f"{AUTOSCALER_TEMPLATE}/label/{k}": v for k, v in TEAM_CPU_LABELS.items()}
+    tags[f"{AUTOSCALER_TEMPLATE}/taint/{TEAM_CPU_TAINT['key']}"] = (
+        f"{TEAM_CPU_TAINT['value']}:{TEAM_CPU_TAINT['effect']}"
+    )
+    tags[SCALE_DOWN_UNNEEDED_TAG] = scale_down_unneeded_time
+    return tags

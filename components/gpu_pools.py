@@ -14,7 +14,14 @@ from components.nodes import MAX_UNAVAILABLE_NODES, NodeVersion, launch_template
 from infra.config import GPU_TAINT_KEY, STARTUP_TAINT_KEY, GpuPool, Taint
 from infra.config import gpu_pools as pool_settings  # now(): the one clock windows are read against
 from infra.core import versions
-from infra.core.names import AUTOSCALER_TEMPLATE, DRIVER_MAJOR_LABEL, GATED_LABEL, HEALTH_LABEL, POOL_LABEL
+from infra.core.names import (
+    AUTOSCALER_TEMPLATE,
+    DRIVER_MAJOR_LABEL,
+    GATED_LABEL,
+    HEALTH_LABEL,
+    POOL_LABEL,
+    SCALE_DOWN_UNNEEDED_TAG,
+)
 
 CAPACITY_TYPES = {
     "on-demand": "ON_DEMAND",
@@ -30,10 +37,6 @@ TAINT_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "Prefer
 # autoscaler:cluster-autoscaler/cloudprovider/aws/aws_cloud_provider.go@cluster-autoscaler-1.35.0;
 # value `<gpu-type>` such as `nvidia-tesla-k80`, cloudprovider/aws/README.md, same ref).
 ACCELERATOR_LABEL = "k8s.amazonaws.com/accelerator"
-# Per-ASG override of --scale-down-unneeded-time (the tag prefix `optionsTagsPrefix` and the key
-# `scaledownunneededtime` = config.DefaultScaleDownUnneededTimeKey, read in aws_manager.go and
-# config/const.go@cluster-autoscaler-1.35.0; value in the flag's duration format).
-SCALE_DOWN_UNNEEDED_TAG = f"{AUTOSCALER_TEMPLATE}/autoscaling-options/scaledownunneededtime"
 # The NVIDIA Container Toolkit on every GPU node: a container sees only the GPUs the device plugin
 # allocated to it, never the ones NVIDIA_VISIBLE_DEVICES names. The EKS AL2023 NVIDIA
 # AMI installs nvidia-container-toolkit from NVIDIA's repository and keeps its defaults

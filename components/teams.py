@@ -45,8 +45,9 @@ WORKLOAD_RESOURCES = (
     "horizontalpodautoscalers.autoscaling",
 )
 EBS_CLASSES = (EBS_STORAGE_CLASS, "gp2")
-# Pods of CPU-only work a team may run beside its gangs (data preparation, evaluation), within its
-# cpuQuota's room (infra/config/scheduler.py MIN_CPU_QUOTA).
+# Pods of CPU-only work a team may run beside its gangs (data preparation, evaluation, its MPI launchers), within its
+# cpuQuota's room (infra/config/scheduler.py MIN_CPU_QUOTA): fewer than any node's pod slots, so that one team's
+# pods of a millicore each fill no teams' CPU node's slots (infra/config/stack.py _team_cpu_nodes_defaults).
 CPU_ONLY_PODS = 16
 
 
@@ -117,11 +118,12 @@ def plain_gpu_quota(team: Team, rules: TeamRules) -> dict:
 
 def cpu_only_quota(team: Team) -> dict:
     """What the namespace's pods without GPUs may ask in all: CPU-only work's room (MIN_CPU_QUOTA vCPUs and
-    MIN_MEMORY_QUOTA_GIB GiB, within the team's quota), the MPI launchers included. The team policy has every such pod
-    on a GPU node set a deadline and no GPU pod set one (tenancy.node_share_validations), so the Terminating scope
-    (a pod whose spec.activeDeadlineSeconds is set) is exactly them. Without it the compute quota's CPU and memory,
-    sized by the team's GPUs, could all go to pods without GPUs, packed onto nodes the team's GPU pods then do not
-    fit: twice its share of nodes. Pods already running are counted as they are and refused nothing."""
+    MIN_MEMORY_QUOTA_GIB GiB, within the team's quota, and CPU_ONLY_PODS pods), the MPI launchers included. The team
+    policy has every such pod set a deadline and no GPU pod set one (tenancy.node_share_validations), so the
+    Terminating scope (a pod whose spec.activeDeadlineSeconds is set) is exactly them. Without it the compute
+    quota's CPU and memory, sized by the team's GPUs, could all go to pods without GPUs, packed onto nodes the
+    team's GPU pods then do not fit: twice its share of nodes. Pods already running are counted as they are and
+    refused nothing."""
     return {
         "apiVersion": "v1",
         "kind": "ResourceQuota",
@@ -130,6 +132,7 @@ def cpu_only_quota(team: Team) -> dict:
             "hard": {
                 "requests.cpu": str(min(team.cpu_quota, MIN_CPU_QUOTA)),
                 "requests.memory": f"{min(team.memory_quota_gib, MIN_MEMORY_QUOTA_GIB)}Gi",
+                "pods": str(CPU_ONLY_PODS),
             },
             "scopes": ["Terminating"],
         },

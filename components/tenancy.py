@@ -49,6 +49,8 @@ from infra.core.names import (
     QUEUE_ANNOTATION,
     REPLICA_TYPE_LABEL,
     SAFE_TO_EVICT,
+    TEAM_CPU_LABEL,
+    TEAM_CPU_TAINT_KEY,
     VOLCANO_GROUP_PREFIX,
     WAITING_SINCE_ANNOTATION,
 )
@@ -376,6 +378,17 @@ def _takes_a_gpu_node(spec: str) -> str:
     )
 
 
+def _tolerates_team_cpu(spec: str) -> str:
+    """A pod spec that tolerates the teams' CPU nodes' taint: it may be placed there."""
+    return f"(has({spec}.tolerations) && {spec}.tolerations.exists(t, has(t.key) && t.key == '{TEAM_CPU_TAINT_KEY}'))"
+
+
+def _takes_a_team_node(spec: str) -> str:
+    """A pod spec that may be placed on a node teams share by the platform's rules: a GPU node (above), or one of the
+    teams' CPU nodes (it tolerates their taint), where a pod without GPUs runs."""
+    return f"({_takes_a_gpu_node(spec)} || {_tolerates_team_cpu(spec)})"
+
+
 # The annotation values that keep a pod's node from being emptied (infra/core/names.py). Only a pod
 # with GPUs may carry them: it holds its node by its GPUs already, within its team's queue; a pod
 # without a GPU would pin a GPU node that its team's GPUs do not pay for. The platform gives every
@@ -384,16 +397,23 @@ NODE_PINS = {DO_NOT_DISRUPT: "true", SAFE_TO_EVICT: "false"}
 
 
 CPU_ONLY_QUOTA = "cpu-only"  # the ResourceQuota on a namespace's pods without GPUs (components/teams.py)
+# How the team policy's refusal of a pod without GPUs on a GPU node starts (node_share_validations): `higgsfield
+# verify` kube.tenant-attacks tells that refusal from another by it.
+WITHOUT_GPUS_OFF_GPU_NODES = "a pod without GPUs runs on the teams' CPU nodes"
+# How the team policy's refusal of a pod on the teams' CPU nodes that Volcano does not schedule starts.
+ON_TEAM_CPU_NODES_BY_VOLCANO = "pods on the teams' CPU nodes are scheduled by"
 
 # What a pod on a GPU node may ask for: what the team's queue and quota hold in its GPUs' share
 # (components/demand.py). Any other resource (ephemeral-storage, hugepages-1Gi, another extended
 # resource) has no share: a pod asking more than half a node's of it holds a node alone, and a
 # team's pods quota of them would hold that many nodes.
 GPU_NODE_POD_RESOURCES = ("cpu", "memory", *GPU_NODE_RESOURCES, HUGEPAGES_RESOURCE)
-# The node labels a pod on a GPU node may select on: its pool, zone and region, and what every node of
-# a pool shares. A label unique to a node (kubernetes.io/hostname, the gate's boot id) would pin it.
+# The node labels a pod on a GPU node or the teams' CPU nodes may select on: its pool (or the CPU nodes' own label),
+# zone and region, and what every node of a pool shares. A label unique to a node (kubernetes.io/hostname, the
+# gate's boot id) would pin it.
 NODE_SELECTOR_KEYS = (
     POOL_LABEL,
+    TEAM_CPU_LABEL,
     "topology.kubernetes.io/zone",
     "topology.kubernetes.io/region",
     "kubernetes.io/arch",
@@ -670,34 +690,65 @@ def _pool_share_validation(team: TeamRules) -> dict:
 
 
 def node_share_validations(team: TeamRules) -> list[dict]:
-    """A team holds no more GPU nodes than its GPUs: its pods on GPU nodes are packed, never spread
-    one to a node or pinned to a node by name (unless each asks for a whole node's GPUs, as the
-    health check's do), and only its GPU pods may keep a node from being emptied."""
+    """A team holds no more GPU nodes than its GPUs: a pod without GPUs runs on the teams' CPU nodes, never on a GPU
+    node; its pods on the nodes teams share (GPU nodes, the teams' CPU nodes) are packed, never spread one to a node
+    or pinned to a node by name (unless each asks for a whole node's GPUs, as the health check's do), and only its
+    GPU pods may keep a node from being emptied."""
     pins = " || ".join(
         f"(('{k}' in t.metadata.annotations) && t.metadata.annotations['{k}'] == '{v}')" for k, v in NODE_PINS.items()
     )
     return [
         {
+            # A pod without GPUs on a GPU node holds a node its team's GPUs do not pay for: one of a few millicores
+            # naming a pool at zero makes the autoscaler buy it a node, and one whose controller the Cluster
+            # Autoscaler does not know to replicate (a Kubeflow job's) keeps that node from scale-down while it
+            # runs. Such pods run on the teams' CPU nodes. A pod the Training Operator makes of a job admitted before
+            # this rule (an MPI launcher that named its gang's pool) still runs: the job's templates were judged
+            # when it was created, and a job created, or whose templates change, meets this rule (docs/upgrading.md).
+            "expression": f"variables.specs_kept || {_by_the_operator('false')} || "
+            f"variables.specs.all(s, !{_takes_a_gpu_node('s')} || {_POD_GPUS} > 0.0)",
+            "message": f"{WITHOUT_GPUS_OFF_GPU_NODES}, not on a GPU node (no toleration of the "
+            f"{GPU_TAINT_KEY} taint, no EFA or huge pages without a GPU): nodeSelector {TEAM_CPU_LABEL}: "
+            f'"true" and a toleration of the {TEAM_CPU_TAINT_KEY} taint; a pod without GPUs on a GPU node would '
+            "hold a node its team's GPUs do not pay for",
+            "reason": "Forbidden",
+        },
+        {
+            # The MPI launchers there are Volcano's (the operator names it in a Kubeflow job's pods). A pod that
+            # kube-scheduler binds there races Volcano for the same room, each counting the node from its own cache,
+            # and the kubelet fails whichever pod it admits second (OutOfcpu, OutOfmemory): a launcher failed so fails
+            # its MPIJob (updateMPIJobStatus, kubeflow/trainer:pkg/controller.v1/mpi/mpijob_controller.go@v1.9.4). A
+            # Kubeflow job's templates name no other scheduler (gang_validations); its pods are judged as they come. A
+            # pod that may take a GPU node is Volcano's by gpu_and_node_validations.
+            "expression": f"!(object.kind in {_list(['Pod', *TEMPLATE_KINDS, 'CronJob'])}) || variables.specs.all(s, "
+            f"!{_tolerates_team_cpu('s')} || (has(s.schedulerName) && s.schedulerName == '{SCHEDULER}'))",
+            "message": f"{ON_TEAM_CPU_NODES_BY_VOLCANO} {SCHEDULER}, as the MPI launchers there are: set "
+            f"schedulerName: {SCHEDULER} (a pod another scheduler binds beside them races {SCHEDULER} for the same "
+            "room, and the kubelet fails the pod it admits second)",
+            "reason": "Forbidden",
+        },
+        {
             # Volcano's binpack and the autoscaler's packing put such pods on the fewest nodes; spread
             # one per node, 32 one-GPU pods would hold 32 eight-GPU nodes
-            "expression": f"variables.specs.all(s, !{_takes_a_gpu_node('s')} || !{_spreads('s')} || "
+            "expression": f"variables.specs.all(s, !{_takes_a_team_node('s')} || !{_spreads('s')} || "
             f"{_whole_node('s', team.node_gpus)})",
-            "message": "pods on GPU nodes are packed by the scheduler: no topologySpreadConstraints, no "
-            f"podAntiAffinity, no podAffinity to another namespace's pods (namespaceSelector, namespaces), "
-            f"nodeSelector and nodeAffinity on {', '.join(NODE_SELECTOR_KEYS)} only (not {HOSTNAME_LABEL}, no node "
-            "field): spread one to "
-            "a node, a team's pods would hold more GPU nodes than its GPUs (a pod that asks for all of its pool's "
+            "message": "pods on GPU nodes are packed by the scheduler (and on the teams' CPU nodes): no "
+            "topologySpreadConstraints, no podAntiAffinity, no podAffinity to another namespace's pods "
+            f"(namespaceSelector, namespaces), nodeSelector and nodeAffinity on {', '.join(NODE_SELECTOR_KEYS)} only "
+            f"(not {HOSTNAME_LABEL}, no node field): spread one to a node, a team's pods would hold more GPU nodes "
+            "than its GPUs, or more CPU nodes than its CPU-only work's room (a pod that asks for all of its pool's "
             "GPUs may)",
             "reason": "Forbidden",
         },
         {
             # but the operator's kubectl-delivery, which asks its ephemeral-storage in every launcher
-            "expression": f"variables.specs.all(s, !{_takes_a_gpu_node('s')} || ({_asks_only('s')} && "
+            "expression": f"variables.specs.all(s, !{_takes_a_team_node('s')} || ({_asks_only('s')} && "
             f"{_containers('s')}.all(c, {_asks_only('c')} || ({_operators_init('c', [KUBECTL_DELIVERY])} && "
             f"{_asks_only('c', (*GPU_NODE_POD_RESOURCES, 'ephemeral-storage'))} && "
             f"{_asks_at_most_of('c', 'ephemeral-storage', LAUNCHER_INIT_EPHEMERAL_STORAGE)}))))",
-            "message": f"pods on GPU nodes ask for {', '.join(GPU_NODE_POD_RESOURCES)} only (what the team's "
-            "queue and quota hold in its GPUs' share): no ephemeral-storage, hugepages-1Gi or other resource",
+            "message": f"pods on GPU nodes ask for {', '.join(GPU_NODE_POD_RESOURCES)} only, and so do pods on the "
+            "teams' CPU nodes (what the team's queue and quotas hold): no ephemeral-storage, hugepages-1Gi or other "
+            "resource",
             "reason": "Forbidden",
         },
         {
@@ -708,11 +759,11 @@ def node_share_validations(team: TeamRules) -> list[dict]:
             # is placed on a GPU node as one created with it, so that UPDATE is judged as a CREATE; any other
             # UPDATE passes (its owners are kept: volcano_group_validations).
             "expression": "object.kind != 'Pod' || (request.operation == 'UPDATE' && "
-            f"{_takes_a_gpu_node('oldObject.spec')}) || "
-            f"!{_takes_a_gpu_node('object.spec')} || (has(object.metadata.ownerReferences) && "
+            f"{_takes_a_team_node('oldObject.spec')}) || "
+            f"!{_takes_a_team_node('object.spec')} || (has(object.metadata.ownerReferences) && "
             "object.metadata.ownerReferences.exists(r, has(r.controller) && r.controller == true))",
-            "message": "a pod on a GPU node is made by a controller (a Job, a Deployment, a Kubeflow job): a bare "
-            "pod would keep the autoscaler from ever removing its node",
+            "message": "a pod on a GPU node is made by a controller, as is one on the teams' CPU nodes (a Job, a "
+            "Deployment, a Kubeflow job): a bare pod would keep the autoscaler from ever removing its node",
             "reason": "Forbidden",
         },
         {
@@ -727,10 +778,10 @@ def node_share_validations(team: TeamRules) -> list[dict]:
             # search). A team's DaemonSet that may run on GPU nodes would make every GPU node they plan look taken,
             # so that no job asking a node's GPUs fits one, for any team, though its own pods never run (the
             # DaemonSet controller pins each to its node by a matchFields affinity, refused above).
-            "expression": f"object.kind != 'DaemonSet' || variables.specs.all(s, !{_takes_a_gpu_node('s')})",
-            "message": "a team's DaemonSet runs on no GPU node (no GPU, EFA or huge pages, no toleration of the "
-            f"{GPU_TAINT_KEY} taint): the autoscalers count a DaemonSet's pod on every GPU node they plan, so a job "
-            "asking a node's GPUs would fit no new node",
+            "expression": f"object.kind != 'DaemonSet' || variables.specs.all(s, !{_takes_a_team_node('s')})",
+            "message": "a team's DaemonSet runs on no GPU node, nor on the teams' CPU nodes (no GPU, EFA or huge "
+            f"pages, no toleration of the {GPU_TAINT_KEY} or {TEAM_CPU_TAINT_KEY} taint): the autoscalers count a "
+            "DaemonSet's pod on every node they plan, so a job's pods would fit no new node",
             "reason": "Forbidden",
         },
         {
@@ -739,14 +790,14 @@ def node_share_validations(team: TeamRules) -> list[dict]:
             # little CPU) could then not join, about twice the GPUs' share of nodes. A deadline is the one mark of a
             # pod a ResourceQuota scope reads and a pod cannot lose (Terminating); the CPU-only quota holds such
             # pods to CPU-only work's room (components/teams.py cpu_only_quota).
-            "expression": f"variables.specs_kept || variables.specs.all(s, !{_takes_a_gpu_node('s')} || "
+            "expression": f"variables.specs_kept || variables.specs.all(s, !{_takes_a_team_node('s')} || "
             f"(({_POD_GPUS} > 0.0) != has(s.activeDeadlineSeconds)))",
-            "message": "a pod without GPUs on a GPU node sets spec.activeDeadlineSeconds (its own: a template's "
-            "spec, not a Job's spec or a Kubeflow job's runPolicy; any, up to "
+            "message": "a pod without GPUs on the teams' CPU nodes sets spec.activeDeadlineSeconds (its own: a "
+            "template's spec, not a Job's spec or a Kubeflow job's runPolicy; any, up to "
             f"{LONGEST_POD_DEADLINE}) and a pod with GPUs none: the deadline counts it in the namespace's "
-            f"`{CPU_ONLY_QUOTA}` quota, CPU-only work's room, so that pods without GPUs hold no GPU nodes its GPUs "
-            "do not (a Deployment's, ReplicaSet's, StatefulSet's, DaemonSet's or ReplicationController's pods cannot "
-            "carry one: run that work in a Job, or beside a GPU container)",
+            f"`{CPU_ONLY_QUOTA}` quota, CPU-only work's room, so that pods without GPUs hold no more CPU nodes than "
+            "that room (a Deployment's, ReplicaSet's, StatefulSet's, DaemonSet's or ReplicationController's pods "
+            "cannot carry one: run that work in a Job, or beside a GPU container)",
             "reason": "Forbidden",
         },
         {

@@ -9,7 +9,14 @@ import pulumi
 from components.addons import stack_addons
 from components.autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs, unready_limits
 from components.cluster import Cluster, ClusterArgs
-from components.cpu_nodes import CpuNodes, CpuNodesArgs
+from components.cpu_nodes import (
+    TEAM_CPU_LABELS,
+    TEAM_CPU_ROOT_VOLUME_GIB,
+    TEAM_CPU_TAINT,
+    CpuNodes,
+    CpuNodesArgs,
+    team_cpu_autoscaler_tags,
+)
 from components.delivery import Delivery, DeliveryArgs, bound_every_role, refuse_oversized_policies
 from components.device_plugins import DevicePlugins, DevicePluginsArgs
 from components.gpu_pools import GpuPoolArgs, GpuPoolGroup
@@ -94,6 +101,29 @@ def build(cfg: StackConfig) -> None:
             security_group_ids=[cluster.node_security_group_id],
             depends_on=node_prerequisites,
             tags=tags,
+        ),
+    )
+    # the teams' pods without GPUs (an MPI job's launcher): never on a GPU node (components/tenancy.py)
+    CpuNodes(
+        "team-cpu-nodes",
+        CpuNodesArgs(
+            cluster_name=name,
+            instance_types=cfg.team_cpu_nodes.instance_types,
+            min_size=0,
+            desired_size=0,
+            max_size=cfg.team_cpu_nodes.max_size,
+            ami_type=versions.CPU_AMI_TYPE,
+            subnet_ids=network.private_subnet_ids,
+            node_role_arn=node_role.arn,
+            version=node_version,
+            security_group_ids=[cluster.node_security_group_id],
+            depends_on=node_prerequisites,
+            tags=tags,
+            root_volume_gib=TEAM_CPU_ROOT_VOLUME_GIB,
+            role="team-cpu",
+            labels=TEAM_CPU_LABELS,
+            taint=TEAM_CPU_TAINT,
+            autoscaler_tags=team_cpu_autoscaler_tags(cfg.team_cpu_nodes.scale_down_unneeded_time),
         ),
     )
     gpu_pools = [

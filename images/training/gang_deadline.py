@@ -66,6 +66,9 @@ from typing import Any
 GAVE_BACK = "higgsfield.io/gave-back-at"
 WAITING_SINCE = "higgsfield.io/waiting-since"  # on a job: since when its gang has waited beside idle nodes
 POOL_LABEL = "higgsfield.io/pool"
+# The teams' CPU nodes' label (infra/core/names.py TEAM_CPU_LABEL): no GPU pool's node carries it, so a pod that
+# selects it (an MPI job's launcher) lands on no GPU pool.
+TEAM_CPU_LABEL = "higgsfield.io/team-cpu"
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"  # Volcano's pod -> PodGroup link
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"  # a static pod's mirror (k8s.io/api/core/v1 MirrorPodAnnotationKey)
 # Kubeflow v1 kinds and their resources (kubeflow/trainer:manifests/base/crds@v1.9.4)
@@ -260,7 +263,13 @@ def _field_holds(req: dict, name: str) -> bool:
     return equal if req["operator"] == "In" else not equal
 
 
-def _may_land(spec: dict, labels: dict[str, str], name: str | None) -> bool:
+def _pool_labels(pool: str) -> dict[str, str | None]:
+    """What is known of a GPU pool's nodes before they exist: their pool, and that they are none of the teams' CPU
+    nodes (a label known absent is None)."""
+    return {POOL_LABEL: pool, TEAM_CPU_LABEL: None}
+
+
+def _may_land(spec: dict, labels: dict[str, str | None], name: str | None) -> bool:
     """Whether the scheduler may put a pod with this spec on a node with these labels and name.
     `name` None: a node of which only `labels` are known (a pool's, for its deadline, before its
     nodes exist): requirements on other labels and on fields are taken to hold, so a pod is never
@@ -336,23 +345,42 @@ def _job_key(namespace: str, owner: tuple[str, str]) -> tuple[str, str, str]:
     return namespace, owner[0], owner[1]
 
 
+def _short_off_the_pools(pg: dict, members: list[dict], pool_of: dict[str, str | None]) -> bool:
+    """A gang short of its minimum (BROKEN_PHASE) whose bound members ask no GPU and stand on no pool's node: an MPI
+    job's launcher, on the teams' CPU nodes, whose workers were lost and are made again. It holds no GPU node by its
+    running members (what `broken` times), so it waits for its GPU nodes as a gang none of whose members is bound."""
+    bound = [p for p in members if p["spec"].get("nodeName")]
+    return (
+        (pg.get("status") or {}).get("phase") == BROKEN_PHASE
+        and bool(bound)
+        and len(bound) < len(members)
+        and not any(_gpus(p) or pool_of.get(p["spec"]["nodeName"]) for p in bound)
+    )
+
+
 def holding(podgroups: list[dict], pods: list[dict], nodes: list[dict], deadlines: dict[str, float]) -> list[Gang]:
-    """The gangs that wait for nodes (a waiting phase, members that have not finished, none bound) while one of
-    their members may land on an idle node of the pools they may use, owned by a job the deadline can suspend."""
+    """The gangs that wait for nodes (a waiting phase, members that have not finished, none bound, or bound only off
+    the pools without GPUs) while one of their members may land on an idle node of the pools they may use, owned by
+    a job the deadline can suspend."""
     idle = idle_nodes(nodes, pods)
+    pool_of = {n["metadata"]["name"]: (n["metadata"].get("labels") or {}).get(POOL_LABEL) for n in nodes}
     by_group = _members(podgroups, pods)
     gangs = []
     for pg in podgroups:
         owner = _owner_job(pg)
-        if owner is None or owner[0] not in WAITING_PHASES.get((pg.get("status") or {}).get("phase"), ()):
+        if owner is None:
             continue
         group = by_group.get((pg["metadata"]["namespace"], pg["metadata"]["name"]), [])
         members = [p for p in group if not _finished(p) and not _leaving(p)]  # those the gang still waits on
+        if _short_off_the_pools(pg, members, pool_of):
+            members = [p for p in members if not p["spec"].get("nodeName")]
+        elif owner[0] not in WAITING_PHASES.get((pg.get("status") or {}).get("phase"), ()):
+            continue
         if not members or any(p["spec"].get("nodeName") for p in members):
             continue
         # The pools any member may land on (a pod that names none may land on every pool): the gang
         # is whole only when each member is, so any member's pool may be the one it still waits for.
-        pools = sorted(p for p in deadlines if any(_may_land(m["spec"], {POOL_LABEL: p}, None) for m in members))
+        pools = sorted(p for p in deadlines if any(_may_land(m["spec"], _pool_labels(p), None) for m in members))
         # Only a node a member may land on is held by the gang (the autoscaler packs a pending pod
         # only where the scheduler's filters pass). A gang that may land on no node at all never
         # runs but holds nothing and had nothing bought for it: it is left for its team to fix,
@@ -394,7 +422,7 @@ def broken(podgroups: list[dict], pods: list[dict], nodes: list[dict], deadlines
         held = {pool_of.get(p["spec"]["nodeName"]) for p in group if _bound(p)} & set(deadlines)
         if not held:
             continue
-        usable = {p for p in deadlines if any(_may_land(m["spec"], {POOL_LABEL: p}, None) for m in group)}
+        usable = {p for p in deadlines if any(_may_land(m["spec"], _pool_labels(p), None) for m in group)}
         pools = sorted(held | usable)
         deadline = max(deadlines[p] for p in pools)
         job = _job_key(pg["metadata"]["namespace"], owner)
@@ -836,7 +864,7 @@ def _pools_of(job: dict, pools: Collection[str]) -> list[str]:
     """The pools a job's pods may land on: every pool when it has no template, or when one cannot be read."""
     specs = _pod_specs(job)
     try:
-        return sorted(p for p in pools if not specs or any(_may_land(s, {POOL_LABEL: p}, None) for s in specs))
+        return sorted(p for p in pools if not specs or any(_may_land(s, _pool_labels(p), None) for s in specs))
     except (AttributeError, KeyError, TypeError):  # a shape the API server's schema would refuse
         return sorted(pools)
 

@@ -257,8 +257,9 @@ def _efa(clients: Clients, pool: GpuPool) -> Iterable[Check]:
 def _quotas(clients: Clients, cfg: StackConfig) -> Iterable[Check]:
     """One check per vCPU quota the stack draws on: what every group at maxSize needs."""
     needed: dict[tuple[str, str], list[tuple[str, int]]] = defaultdict(list)
-    for instance_type in cfg.cpu_nodes.instance_types[:1]:
-        needed[("on-demand", _family_group(instance_type))].append((instance_type, cfg.cpu_nodes.max_size))
+    for nodes in (cfg.cpu_nodes, cfg.team_cpu_nodes):  # the system nodes and the teams' CPU nodes
+        for instance_type in nodes.instance_types[:1]:
+            needed[("on-demand", _family_group(instance_type))].append((instance_type, nodes.max_size))
     for pool in cfg.gpu_pools:
         if pool.capacity_type == "capacity-block":
             continue  # Capacity Blocks are bought capacity, not drawn from the on-demand vCPU quota

@@ -57,6 +57,7 @@ from infra.config.cluster import (  # noqa: F401
     Autoscaler,
     Endpoint,
     NodeSizes,
+    TeamCpuNodes,
 )
 from infra.config.delivery import (  # noqa: F401
     Delivery,

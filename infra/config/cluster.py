@@ -26,7 +26,7 @@ from infra.config.base import (
     number,
 )
 from infra.config.errors import Problems
-from infra.config.gpu_pools import EKS_MAX_INSTANCE_TYPES, Duration, _catalog
+from infra.config.gpu_pools import EKS_MAX_INSTANCE_TYPES, Duration, PositiveDuration, _catalog
 from infra.config.limits import MAX_PUBLIC_CIDRS, public_cidr
 from infra.core import versions
 from infra.core.bundled import where_offered
@@ -112,26 +112,60 @@ class NodeSizes(Setting):
                 f"needs minSize <= desiredSize <= maxSize, got {self.min_size} <= {self.desired_size} <= "
                 f"{self.max_size}",
             )
-        catalog, region = _catalog(info)
-        if catalog is not None:
-            for i, name in enumerate(self.instance_types):
-                if not catalog.offered_in(name, region, "region"):
-                    problems.add(
-                        f"instanceTypes[{i}]",
-                        f"instance type {name!r} is not offered anywhere in {region}; {where_offered(name, region)}",
-                    )
-                elif "x86_64" not in catalog.describe(name).architectures:
-                    problems.add(
-                        f"instanceTypes[{i}]", f"{name} is not x86_64; the system nodes run {versions.CPU_AMI_TYPE}"
-                    )
-                elif catalog.describe(name).gpus:
-                    problems.add(
-                        f"instanceTypes[{i}]",
-                        f"{name} has {catalog.describe(name).gpus} GPUs: the system nodes run "
-                        f"{versions.CPU_AMI_TYPE} without NVIDIA drivers "
-                        "and untainted, so the GPUs would be paid for and never used; put GPU types in "
-                        "higgsfield:gpuPools",
-                    )
+        _cpu_instance_problems(problems, self.instance_types, info, "the system nodes")
+        problems.raise_any()
+        return self
+
+
+def _cpu_instance_problems(
+    problems: Problems, instance_types: tuple[str, ...], info: ValidationInfo, nodes: str
+) -> None:
+    """Each of a CPU node group's instance types is offered in the region, x86_64 (the group runs
+    versions.CPU_AMI_TYPE) and without GPUs (that AMI has no NVIDIA driver)."""
+    catalog, region = _catalog(info)
+    if catalog is None:
+        return
+    for i, name in enumerate(instance_types):
+        if not catalog.offered_in(name, region, "region"):
+            problems.add(
+                f"instanceTypes[{i}]",
+                f"instance type {name!r} is not offered anywhere in {region}; {where_offered(name, region)}",
+            )
+        elif "x86_64" not in catalog.describe(name).architectures:
+            problems.add(f"instanceTypes[{i}]", f"{name} is not x86_64; {nodes} run {versions.CPU_AMI_TYPE}")
+        elif catalog.describe(name).gpus:
+            problems.add(
+                f"instanceTypes[{i}]",
+                f"{name} has {catalog.describe(name).gpus} GPUs: {nodes} run {versions.CPU_AMI_TYPE} without NVIDIA "
+                "drivers, so the GPUs would be paid for and never used; put GPU types in higgsfield:gpuPools",
+            )
+
+
+class TeamCpuNodes(Setting):
+    """The teams' CPU node group: where their pods without GPUs run (an MPI job's launcher, a CPU-only Job), never on
+    a GPU node. It scales from zero and back (the Cluster Autoscaler)."""
+
+    instance_types: tuple[InstanceTypeName, ...] = derived(
+        "EC2 instance types, offered in aws:region, x86_64, without GPUs; default: cpuNodes.instanceTypes.",
+        min_length=1,
+        max_length=EKS_MAX_INSTANCE_TYPES,
+    )
+    max_size: MaxNodes = derived(
+        "Nodes the autoscaler never goes above; default: room for every team's launchers however each other team "
+        "spends its CPU-only work's room (16 vCPUs, 64 GiB and 16 pods: a pod asking more than half a node's CPU or "
+        "memory stands alone), per team 2 x 16 vCPUs / a node's + 2 x 64 GiB / a node's + 1, on the smallest type."
+    )
+    scale_down_unneeded_time: PositiveDuration = derived(
+        "How long a node stays empty before the autoscaler removes it; default: the GPU pools' longest "
+        "scaleDownUnneededTime or bootTime plus healthGate.timeout, whichever is longer, so that a gang's launcher "
+        "keeps its node while its GPU nodes boot and pass the health gate (Volcano binds a gang whole: the launcher's "
+        "node is empty until then)."
+    )
+
+    @model_validator(mode="after")
+    def _types(self, info: ValidationInfo) -> TeamCpuNodes:
+        problems = Problems()
+        _cpu_instance_problems(problems, self.instance_types or (), info, "the teams' CPU nodes")
         problems.raise_any()
         return self
 

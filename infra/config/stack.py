@@ -22,15 +22,17 @@ from pydantic.json_schema import SkipJsonSchema
 
 from infra.config.base import DNS_LABEL, NAMESPACE, Bool, Cidr, Setting, Str, items, matching
 from infra.config.checkpoints import Checkpoints
-from infra.config.cluster import Autoscaler, Endpoint, NodeSizes, api_service_ip
+from infra.config.cluster import Autoscaler, Endpoint, NodeSizes, TeamCpuNodes, api_service_ip
 from infra.config.delivery import Delivery
 from infra.config.errors import Problems, _duplicates, _suggest
 from infra.config.gpu_pools import (
     CAPACITY_BLOCK_DOC,
     CAPACITY_BLOCK_END_MARGIN_S,
     CAPACITY_BLOCKS_MAX_INSTANCES,
+    GPU_SCALE_DOWN_UNNEEDED_DEFAULT,
     ZONES_SOURCE,
     GpuPool,
+    _catalog,
     gpu_share,
     seconds_of,
     zones_of,
@@ -46,7 +48,7 @@ from infra.config.limits import (
     tag_value,
 )
 from infra.config.observability import Observability
-from infra.config.scheduler import Scheduler
+from infra.config.scheduler import MIN_CPU_QUOTA, MIN_MEMORY_QUOTA_GIB, Scheduler
 from infra.config.storage import Fsx
 from infra.core import versions
 from infra.core.internet import MAX_INTERNET_SHARE, internet_share  # the policy pack's rule too
@@ -196,6 +198,7 @@ class StackConfig(Setting):
     LoadBalancer Services make them; off: teams' load balancers must be internal."""
     endpoint: Endpoint = Endpoint()
     cpu_nodes: NodeSizes
+    team_cpu_nodes: TeamCpuNodes = TeamCpuNodes()
     admins: tuple[
         Annotated[
             matching(_ADMIN_ARN, "is not an IAM role or user ARN (arn:aws:iam::123456789012:role/name)", 2048),
@@ -466,12 +469,49 @@ class StackConfig(Setting):
         return self
 
     @model_validator(mode="after")
+    def _team_cpu_nodes_defaults(self, info: ValidationInfo) -> StackConfig:
+        """The teams' CPU nodes take the system nodes' instance types unless set, and unless a maximum is set, room
+        for every team's launchers however each other team spends its CPU-only work's room: a pod asking more than
+        half a node's CPU or memory stands alone on it, so a team's MIN_CPU_QUOTA vCPUs and MIN_MEMORY_QUOTA_GIB GiB
+        make at most 2 x room / node nodes unfit for another team's launcher in each of the two, on the smallest of
+        those types, and its `cpu-only` quota's pods (components/teams.py CPU_ONLY_PODS), fewer than a node's pod slots,
+        one more between them; and unless one
+        is set an unneeded time as long as the GPU pools' longest scale-down-unneeded time and each pool's boot and
+        health gate (a launcher's node, up first, stands empty until its gang's last GPU node has passed the gate)."""
+        nodes = self.team_cpu_nodes
+        types = nodes.instance_types or self.cpu_nodes.instance_types
+        size = nodes.max_size
+        if size is None:
+            catalog, _ = _catalog(info)
+            facts = [catalog.describe(t) for t in types] if catalog is not None else []
+            vcpus = min((f.vcpus for f in facts), default=0)
+            gib = min((f.memory_mib for f in facts), default=0) / 1024
+            per_team = (2 * MIN_CPU_QUOTA // vcpus + int(2 * MIN_MEMORY_QUOTA_GIB // gib) + 1) if vcpus and gib else 1
+            size = max(1, per_team * len(self.scheduler.teams))
+        startups = (
+            f"{seconds_of(p.boot_time) + (seconds_of(p.health_gate.timeout) if p.health_gate.enabled else 0)}s"
+            for p in self.gpu_pools
+        )
+        unneeded = nodes.scale_down_unneeded_time or max(
+            (*(p.scale_down_unneeded_time for p in self.gpu_pools), *startups),
+            key=seconds_of,
+            default=GPU_SCALE_DOWN_UNNEEDED_DEFAULT,
+        )
+        filled = {"instance_types": types, "max_size": size, "scale_down_unneeded_time": unneeded}
+        if filled != {k: getattr(nodes, k) for k in filled}:
+            object.__setattr__(self, "team_cpu_nodes", nodes.model_copy(update=filled))
+        return self
+
+    @model_validator(mode="after")
     def _subnets_hold_the_pools(self) -> StackConfig:
         """Each AZ's private subnet (an eighth of the VPC: components/network.py subnet_plan) has
         room for the nodes its pools can grow to, and their pods' addresses."""
         private = ipaddress.IPv4Network(self.vpc_cidr).prefixlen + 3
         usable = 2 ** (32 - private) - SUBNET_RESERVED_ADDRESSES
-        need = {zone: -(-self.cpu_nodes.max_size // len(self.availability_zones)) for zone in self.availability_zones}
+        zones = len(self.availability_zones)
+        # each CPU group spreads its nodes over every zone on its own
+        cpu_nodes = sum(-(-size // zones) for size in (self.cpu_nodes.max_size, self.team_cpu_nodes.max_size))
+        need = {zone: cpu_nodes for zone in self.availability_zones}
         for pool in self.gpu_pools:
             if pool.availability_zone in need:
                 need[pool.availability_zone] += pool.max_size

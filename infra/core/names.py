@@ -84,8 +84,17 @@ GATED_LABEL = "higgsfield.io/gated"  # on the nodes of a pool with a health gate
 HEALTH_LABEL = "higgsfield.io/health"  # the gate's verdict on a node (and the prefix of its details)
 WORKLOAD_LABEL = "higgsfield.io/workload"  # on each PriorityClass: the class of work it is for
 SYSTEM_TAINT_KEY = "higgsfield.io/system"  # the system nodes' taint
+# The teams' CPU nodes: where a team's pods without GPUs run (the MPI launchers among them), labelled and
+# tainted so that nothing else lands there and no pod without GPUs lands on a GPU node (docs/design/tenancy.md,
+# "Pods without GPUs run on the teams' CPU nodes").
+TEAM_CPU_LABEL = "higgsfield.io/team-cpu"
+TEAM_CPU_TAINT_KEY = "higgsfield.io/team-cpu"
 STARTUP_TAINT_KEY = "startup-taint.cluster-autoscaler.kubernetes.io/higgsfield-gate"  # a gated node's, until it passes
 AUTOSCALER_TEMPLATE = "k8s.io/cluster-autoscaler/node-template"  # prefix of the ASG tags the autoscaler reads at zero
+# Per-ASG override of --scale-down-unneeded-time (the tag prefix `optionsTagsPrefix` and the key
+# `scaledownunneededtime` = config.DefaultScaleDownUnneededTimeKey, read in aws_manager.go and
+# config/const.go@cluster-autoscaler-1.35.0; value in the flag's duration format).
+SCALE_DOWN_UNNEEDED_TAG = f"{AUTOSCALER_TEMPLATE}/autoscaling-options/scaledownunneededtime"
 QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"  # a namespace's (and a job's) Volcano queue
 # A pod's PodGroup, by name (KubeGroupNameAnnotationKey), and the gang size Volcano's PodGroup
 # controller reads off a pod's owner (VolcanoGroupMinMemberAnnotationKey), both in volcano-sh/volcano:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from infra.core.names import TEAM_CPU_LABEL
 from infra.offline.evaluate import Plan
 
 PRICE_FILE = Path(__file__).resolve().parent / "data" / "prices.json"
@@ -289,6 +290,26 @@ def estimate(plan: Plan, prices: dict[str, Any], assumptions: Assumptions = Assu
         instance, named = types[0], "/".join(types)  # every type the group may launch is named
         rate = rp.get("ec2_on_demand_hour", instance)
         rates = {name: rp.get("ec2_on_demand_hour", name) for name in types}
+        if labels.get(TEAM_CPU_LABEL) == "true":  # the teams' CPU nodes: none idle, maxSize at full scale
+            low, high = scaling["minSize"], scaling["maxSize"]
+            add(
+                f"EC2 {named} on-demand x {low}..{high}",
+                group.name,
+                _times(low, rate),
+                _times(high, rate),
+                "; ".join(filter(None, ["the teams' pods without GPUs", _types_note(types, rates, high)])),
+                "teams' CPU nodes",
+                missing=instance,
+            )
+            add(
+                f"EBS gp3 root {root_gib} GiB x {low}..{high}",
+                group.name,
+                _times(low * root_gib, gb_hour),
+                _times(high * root_gib, gb_hour),
+                group="teams' CPU nodes",
+                missing="EBS gp3",
+            )
+            continue
         if labels.get("nvidia.com/gpu.present") != "true":  # the system nodes run all the time
             nodes = scaling["desiredSize"]
             add(

@@ -261,7 +261,7 @@ def gpus_at_most(objects: list[dict]) -> int:
 
 
 def _on_gpu_pool(template: dict) -> bool:
-    """A GPU pod: on a pool and holding GPUs (the MPI launcher runs on the pool with none)."""
+    """A GPU pod: on a pool and holding GPUs (the MPI launcher, with none, runs on the teams' CPU nodes)."""
     limits = (template["spec"]["containers"][0].get("resources") or {}).get("limits") or {}
     return "higgsfield.io/pool" in (template["spec"].get("nodeSelector") or {}) and "nvidia.com/gpu" in limits
 
@@ -948,8 +948,6 @@ def render(
         raise ConfigError("name", f"{name}: {problem}; example {example} is a {job['kind']}")
     for replica, template in pod_templates(job, named=True):
         if not _on_gpu_pool(template):
-            if "higgsfield.io/pool" in (template["spec"].get("nodeSelector") or {}):
-                tolerate_pool(template["spec"], chosen)  # the MPI launcher
             continue
         if example in ONE_GPU_PODS:
             _tolerate_pool(template, chosen, image)

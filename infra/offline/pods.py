@@ -10,6 +10,7 @@ import math
 import re
 from collections.abc import Iterator
 
+from components.cpu_nodes import ON_TEAM_CPU_NODES
 from components.efa import (
     EFA_LOCKED_MEMORY_BYTES,
     EFA_WITHOUT_HUGE_PAGES_ENV,
@@ -232,14 +233,22 @@ def _check_fits(container: dict, pool: GpuPool, where: str) -> None:
 
 
 def tolerate_pool(spec: dict, pool: GpuPool) -> None:
-    """Tolerate the pool's own taints (dedicated=research:NoSchedule, ...): the pod is for this pool.
-    Also for a pod that runs there without GPUs (the MPI launcher: the system nodes are tainted)."""
+    """Tolerate the pool's own taints (dedicated=research:NoSchedule, ...): the pod is for this pool."""
     tolerations = list(spec.get("tolerations") or [])
     for taint in pool.taints:
         toleration = {"key": taint.key, "operator": "Equal", "value": taint.value, "effect": taint.effect}
         if toleration not in tolerations:
             tolerations.append(toleration)
     spec["tolerations"] = tolerations
+
+
+def on_team_cpu_nodes(spec: dict) -> None:
+    """Place a pod without GPUs (an MPI job's launcher) on the teams' CPU nodes, the one place the team policy lets
+    it run (components/tenancy.py): their label and taint in place of any pool's or GPU's; its other tolerations
+    (a lost node's NoExecute taints) kept."""
+    spec["nodeSelector"] = dict(ON_TEAM_CPU_NODES["nodeSelector"])
+    kept = [t for t in spec.get("tolerations") or [] if t.get("effect") == "NoExecute"]
+    spec["tolerations"] = [*ON_TEAM_CPU_NODES["tolerations"], *kept]
 
 
 def prepare_gpu_pod(spec: dict, pool: GpuPool, image: str, where: str, efa: bool = True) -> None:

@@ -44,6 +44,7 @@ from infra.offline.pods import (
     check_image,
     default_image,
     merge_env,
+    on_team_cpu_nodes,
     prepare_gpu_pod,
     request_in_full,
     request_the_operators_inits,
@@ -328,7 +329,7 @@ def _replicas(job: JobFile, placed: Placement) -> list[tuple[str, int, bool]]:
     types = FRAMEWORKS[job.framework][2]
     if job.elastic is not None:
         return [("Worker", placed.min_pods, True)]
-    if job.framework == "mpi":  # the launcher runs mpirun: on the pool, without GPUs
+    if job.framework == "mpi":  # the launcher runs mpirun: on the teams' CPU nodes, without GPUs
         return [("Launcher", 1, False), ("Worker", placed.pods, True)]
     if len(types) == 1:
         return [(types[0], placed.pods, True)]
@@ -370,7 +371,7 @@ def _replica_template(
     template = _pod(job, cfg, placed, priority, image, placed.gpus_per_pod if gpus else 0)
     merge_env(template["spec"]["containers"][0], {"PYTHONPATH": CODE_MOUNT})  # the job may import checkpointing
     if not gpus:
-        tolerate_pool(template["spec"], pool)  # on the pool (the system nodes are tainted), no GPU
+        on_team_cpu_nodes(template["spec"])  # never on a GPU node
         template["spec"]["containers"][0].pop("resources")
         template["spec"]["activeDeadlineSeconds"] = LONGEST_POD_DEADLINE  # in the team's CPU-only quota
     elif placed.whole_nodes:

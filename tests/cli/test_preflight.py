@@ -263,6 +263,13 @@ def test_quota_below_every_pool_at_max_fails_and_says_what_to_request(aws):
     assert "request 3840" in p_quota.fix
 
 
+def test_the_standard_quota_counts_the_system_and_the_teams_cpu_nodes_at_max(aws):
+    checks = _run(quota=96)
+    (standard,) = [c for c in checks if c.check == "vCPU quota" and "L-1216C47A" in c.target]
+    assert not standard.ok
+    assert "288 vCPUs needed" in standard.detail, standard.detail  # (9 system + 27 teams' CPU nodes) x 8 vCPUs
+
+
 def test_reservation_in_another_zone_or_expired_fails(aws):
     checks = _run(
         reservations={

@@ -962,7 +962,8 @@ def test_a_missing_cluster_fails_with_aws_answer(aws_ctx, plan):
 
 def test_node_groups_as_planned_pass(aws_ctx):
     outcome = one("aws.node-groups", aws_ctx)
-    assert outcome.status == "PASS" and "4 node group(s) ACTIVE" in outcome.evidence
+    # the system nodes, the teams' CPU nodes and prod's three pools
+    assert outcome.status == "PASS" and "5 node group(s) ACTIVE" in outcome.evidence
 
 
 def test_a_node_group_resized_by_hand_fails_with_both_sizes(aws_ctx, aws):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 
+from components import tenancy
 from components.teams import rules_of
 from infra.cli.verify import checks
 from infra.core import names
@@ -101,7 +102,7 @@ def test_a_quota_whose_room_was_raised_fails_naming_it(ctx, cluster):
 
 def test_a_room_written_in_other_units_is_the_same_quantity_and_passes(ctx, cluster):
     quota = cluster.get("/api/v1/namespaces/llm/resourcequotas/cpu-only")
-    quota["spec"]["hard"] = {"requests.cpu": "16000m", "requests.memory": "65536Mi"}
+    quota["spec"]["hard"] = {"requests.cpu": "16000m", "requests.memory": "65536Mi", "pods": "16"}
     cluster.put(quota)
     assert one("kube.cpu-only-quota", ctx).status == "PASS"
 
@@ -200,12 +201,25 @@ def test_the_cpu_only_job_is_refused_by_the_team_policy_for_its_deadline_alone(p
         assert denied_by(job, rules) == []
 
 
+def test_the_job_without_gpus_on_the_gpu_nodes_is_refused_by_the_team_policy_for_that_alone(plan):
+    """So that dry run too is refused for what it does wrong (a pod without GPUs on a GPU node), and nothing else:
+    on the teams' CPU nodes with its deadline, every team policy admits it."""
+    from tests.security.test_tenancy import denied_by
+
+    for team in plan.config.scheduler.teams:
+        rules = rules_of(team, plan.config.scheduler.priority_classes, pools=plan.config.gpu_pools)
+        job = checks.cpu_only_job(team, checks.plain_class(plan.config, team), on_gpu_nodes=True)
+        refused = denied_by(job, rules)
+        assert len(refused) == 1 and refused[0].startswith(tenancy.WITHOUT_GPUS_OFF_GPU_NODES), refused
+
+
 def test_the_tenant_attacks_see_the_cpu_only_job_refused_for_its_deadline(ctx, cluster):
     outcome = one("kube.tenant-attacks", ctx)
     assert outcome.status == "PASS", outcome
-    assert "vision: a Job without GPUs on the GPU nodes and no deadline refused (403) for its deadline" in (
+    assert "vision: a Job without GPUs on the teams' CPU nodes and no deadline refused (403) for its deadline" in (
         outcome.evidence
     )
+    assert "vision: a Job without GPUs on the GPU nodes refused (403) for asking no GPU there" in outcome.evidence
     assert ("POST", "/apis/batch/v1/namespaces/vision/jobs?dryRun=All&fieldValidation=Strict") in cluster.requests
     assert not [k for k in cluster.objects if k[2] == "jobs"]
 
@@ -226,7 +240,10 @@ def test_a_cpu_only_job_admitted_fails_the_tenant_attacks(ctx, cluster, plan):
     cluster.admit = _admitting_jobs(plan)  # a team policy without the deadline rule
     outcome = one("kube.tenant-attacks", ctx)
     assert outcome.status == "FAIL", outcome
-    assert "vision: a Job without GPUs on the GPU nodes and no deadline was admitted (dry run)" in outcome.evidence
+    assert (
+        "vision: a Job without GPUs on the teams' CPU nodes and no deadline was admitted (dry run)" in outcome.evidence
+    )
+    assert "vision: a Job without GPUs on the GPU nodes was admitted (dry run)" in outcome.evidence
     assert "DaemonSet" not in outcome.evidence and "TFJob" not in outcome.evidence  # the rest still refused
     assert not [k for k in cluster.objects if k[2] == "jobs"]  # a dry run even when admitted
 
@@ -235,6 +252,10 @@ def test_a_cpu_only_job_refused_for_something_else_fails_the_tenant_attacks(ctx,
     cluster.admit = _admitting_jobs(plan, refusal="a GPU pod outside a Kubeflow job names a serving class")
     outcome = one("kube.tenant-attacks", ctx)
     assert outcome.status == "FAIL", outcome
-    assert "vision: a Job without GPUs on the GPU nodes and no deadline was refused (403), not for its deadline" in (
-        outcome.evidence
+    assert (
+        "vision: a Job without GPUs on the teams' CPU nodes and no deadline was refused (403), not for its deadline"
+        in (outcome.evidence)
+    )
+    assert (
+        "vision: a Job without GPUs on the GPU nodes was refused (403), not for asking no GPU there" in outcome.evidence
     )

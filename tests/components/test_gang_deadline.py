@@ -126,6 +126,31 @@ def test_a_gang_past_its_deadline_with_idle_nodes_is_suspended():
     assert (action.verb, action.namespace, action.kind, action.name) == ("suspend", "llm", "PyTorchJob", "train")
 
 
+def _launcher(age_s: float, node: str | None = None) -> dict:
+    """The gang's MPI launcher: no GPU, on the teams' CPU nodes (infra/offline/pods.py on_team_cpu_nodes)."""
+    pod = _pod("train-launcher", age_s, node=node, pool=None)
+    pod["spec"]["nodeSelector"] = {gang_deadline.TEAM_CPU_LABEL: "true"}
+    pod["spec"]["containers"] = [{"resources": {"requests": {"cpu": "500m"}}}]
+    return pod
+
+
+def test_a_launcher_on_the_teams_cpu_nodes_lands_on_no_gpu_pool_so_its_gang_keeps_its_workers_deadline():
+    """A selector on a label no GPU pool's node carries: the launcher would otherwise seem to land on every pool, and
+    the gang would take the longest deadline of all (a100's) for h100's idle nodes."""
+    pods = [_launcher(DEADLINE + 60), _pod("train-worker-0", DEADLINE + 60)]
+    (action,) = _decide(pods, deadlines=TWO_POOLS)
+    assert (action.verb, action.name) == ("suspend", "train")
+
+
+def test_a_gang_short_of_its_minimum_with_only_its_launcher_running_is_given_back_past_the_deadline():
+    """Its workers lost and made again beside an idle node of their pool, its launcher still running on a teams' CPU
+    node (no pool's node, so none the gang holds by a running member): the gang waits for GPU nodes like one none
+    of whose members is bound, and is given back at its pool's deadline."""
+    pods = [_launcher(DEADLINE + 600, node="ip-10-0-9-9"), _pod("train-worker-0", DEADLINE + 60)]
+    (action,) = _decide(pods, podgroups=[_podgroup("Unknown")])
+    assert (action.verb, action.name) == ("suspend", "train")
+
+
 @pytest.mark.parametrize(
     "term",
     [

@@ -251,8 +251,10 @@ def test_no_team_pod_we_render_is_placed_on_the_system_nodes():
         assert not tolerates(spec.get("tolerations", []), SYSTEM_TAINT), where
 
 
-def test_the_mpi_launcher_follows_its_pool_and_holds_no_gpu_or_efa():
-    """Off the system nodes, onto the job's pool: its zone, its taints (a pool's own too), no devices."""
+def test_the_mpi_launcher_runs_on_the_teams_cpu_nodes_and_holds_no_gpu_or_efa():
+    """Off the system nodes and off every GPU node (the team policy refuses a pod without GPUs there): onto the
+    teams' CPU nodes, no devices; its workers stay on the job's pool."""
+    from components.cpu_nodes import TEAM_CPU_LABELS, TEAM_CPU_TAINT
     from infra.offline import jobs
     from tests.conftest import STACKS, plan_of
 
@@ -262,9 +264,10 @@ def test_the_mpi_launcher_follows_its_pool_and_holds_no_gpu_or_efa():
             continue
         job = jobs.render("mpi-nccl-tests", cfg)[-1]
         launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
-        (pool,) = [p for p in cfg.gpu_pools if p.name == launcher["nodeSelector"]["higgsfield.io/pool"]]
-        assert launcher["nodeSelector"]["topology.kubernetes.io/zone"] == pool.availability_zone
-        for taint in [GPU_TAINT, *({"key": t.key, "value": t.value, "effect": t.effect} for t in pool.taints)]:
-            assert tolerates(launcher["tolerations"], taint), (stack, taint)
+        assert launcher["nodeSelector"] == TEAM_CPU_LABELS, stack
+        assert tolerates(launcher["tolerations"], TEAM_CPU_TAINT), stack
+        assert not tolerates(launcher["tolerations"], GPU_TAINT), stack
+        worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
+        assert worker["nodeSelector"]["higgsfield.io/pool"] in {p.name for p in cfg.gpu_pools}, stack
         limits = launcher["containers"][0].get("resources", {}).get("limits", {})
         assert not {"nvidia.com/gpu", "vpc.amazonaws.com/efa", "hugepages-2Mi"} & set(limits), stack

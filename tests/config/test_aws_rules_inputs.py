@@ -112,7 +112,20 @@ REFUSED = {
         "dev",
         lambda c: (c.update({"higgsfield:vpcCidr": "10.20.0.0/20"}), c["higgsfield:gpuPools"][0].update(maxSize=300)),
         "higgsfield:vpcCidr",
-        "302 nodes",
+        "311 nodes",
+    ),
+    # the teams' CPU nodes: x86_64 types without GPUs, as the system nodes'
+    "team_cpu_nodes_of_a_gpu_type": (
+        "dev",
+        lambda c: c.update({"higgsfield:teamCpuNodes": {"instanceTypes": ["g6e.xlarge"]}}),
+        "higgsfield:teamCpuNodes.instanceTypes[0]",
+        "g6e.xlarge has 1 GPUs: the teams' CPU nodes run",
+    ),
+    "team_cpu_nodes_of_an_arm_type": (
+        "dev",
+        lambda c: c.update({"higgsfield:teamCpuNodes": {"instanceTypes": ["m7g.xlarge"]}}),
+        "higgsfield:teamCpuNodes.instanceTypes[0]",
+        "m7g.xlarge is not x86_64",
     ),
     # admins: IAM role/user ARNs of the stack's partition, by IAM's grammar
     "admin_of_another_partition": (

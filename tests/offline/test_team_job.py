@@ -241,6 +241,20 @@ def test_an_mpi_job_runs_the_teams_mpirun_on_its_launcher_which_alone_keeps_its_
     assert job["spec"]["slotsPerWorker"] == 8 and denied_by(job, rules) == []
 
 
+def test_an_mpi_jobs_launcher_runs_on_the_teams_cpu_nodes_and_its_workers_on_the_pool():
+    """A pod without GPUs on a GPU node is refused (components/tenancy.py): the launcher goes to the teams' CPU nodes,
+    keeping a lost node's short tolerations; its workers stay on the pool the job was placed on."""
+    from components.cpu_nodes import ON_TEAM_CPU_NODES
+
+    _, objects, _ = _render(framework="mpi", command=["mpirun", "python", "train.py"])
+    launcher, worker = (objects[-1]["spec"]["mpiReplicaSpecs"][r]["template"]["spec"] for r in ("Launcher", "Worker"))
+    assert launcher["nodeSelector"] == ON_TEAM_CPU_NODES["nodeSelector"]
+    keys = [t["key"] for t in launcher["tolerations"]]
+    assert keys[0] == ON_TEAM_CPU_NODES["tolerations"][0]["key"] and "nvidia.com/gpu" not in keys
+    assert "node.kubernetes.io/unreachable" in keys
+    assert "higgsfield.io/pool" in worker["nodeSelector"]
+
+
 def test_an_evaluation_job_is_preemptable_and_never_holds_its_nodes():
     _, objects, _ = _render(**{"class": "evaluation"})
     for _, template in _templates(objects):

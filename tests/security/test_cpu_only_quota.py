@@ -1,9 +1,10 @@
-"""Pods without GPUs hold no GPU nodes their team's GPUs do not (issue 34, point 1, "one dimension at a time"):
-every such pod on a GPU node runs to a deadline, which puts it in the namespace's CPU-only quota (a ResourceQuota
-scoped Terminating), and no GPU pod carries one. The team admission policy's CEL evaluated with cel-expr-python, as
-tests/security/test_tenancy.py does; the quota's admission modelled as the API server's pod evaluator charges it
-(a pod at its CREATE, against every quota whose scope matches it: kubernetes/api:core/v1/types.go@v0.35.0
-ResourceQuotaScopeTerminating, kubernetes/kubernetes:pkg/quota/v1/evaluator/core/pods.go@05e7cb29 isTerminating)."""
+"""Pods without GPUs hold no GPU nodes their team's GPUs do not (issue 34, point 1, "one dimension at a time"): such a
+pod runs on the teams' CPU nodes, never on a GPU node, and to a deadline, which puts it in the namespace's CPU-only
+quota (a ResourceQuota scoped Terminating); no GPU pod carries one. The team admission policy's CEL evaluated with
+cel-expr-python, as tests/security/test_tenancy.py does; the quota's admission modelled as the API server's pod
+evaluator charges it (a pod at its CREATE, against every quota whose scope matches it:
+kubernetes/api:core/v1/types.go@v0.35.0 ResourceQuotaScopeTerminating,
+kubernetes/kubernetes:pkg/quota/v1/evaluator/core/pods.go@05e7cb29 isTerminating)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import dataclasses
 import pytest
 
 from components import teams, tenancy
+from components.cpu_nodes import ON_TEAM_CPU_NODES
 from components.training import SCHEDULER_CONFIG
 from infra.config import Team
 from infra.core.names import LONGEST_POD_DEADLINE
@@ -21,26 +23,38 @@ from tests.conftest import config_of
 from tests.security.test_node_share import GPU_TOLERATION, NO_GPU, ONE_GPU
 from tests.security.test_tenancy import VISION, _job, _pod, denied_by
 
-DEADLINE = "a pod without GPUs on a GPU node sets spec.activeDeadlineSeconds"
+DEADLINE = "a pod without GPUs on the teams' CPU nodes sets spec.activeDeadlineSeconds"
+WITHOUT_GPUS = "a pod without GPUs runs on the teams' CPU nodes"
+TEAM_CPU_TOLERATION = ON_TEAM_CPU_NODES["tolerations"]
 ADDED = "a pod's activeDeadlineSeconds is set when it is created"
 # prod's p5.48xlarge: 192 vCPUs and 2,048 GiB for 8 GPUs
 P5_SHARE = dataclasses.replace(VISION, gpu_share=(24.0, 256.0 * 2**30))
 
 
 def _cpu_pod(**spec) -> dict:
-    return _pod(containers=copy.deepcopy(NO_GPU), tolerations=GPU_TOLERATION, **spec)
+    """A pod without GPUs where such pods run: on the teams' CPU nodes."""
+    placed = {
+        "tolerations": copy.deepcopy(TEAM_CPU_TOLERATION),
+        "nodeSelector": dict(ON_TEAM_CPU_NODES["nodeSelector"]),
+    }
+    return _pod(containers=copy.deepcopy(NO_GPU), **{**placed, **spec})
 
 
 def _refused_for_its_deadline(obj: dict, **request) -> bool:
     return any(m.startswith(DEADLINE) for m in denied_by(obj, **request))
 
 
-def test_a_pod_without_gpus_on_a_gpu_node_without_a_deadline_is_denied():
+def test_a_pod_without_gpus_on_the_teams_cpu_nodes_without_a_deadline_is_denied():
     assert _refused_for_its_deadline(_cpu_pod())
 
 
-def test_a_pod_without_gpus_on_a_gpu_node_with_a_deadline_is_admitted():
+def test_a_pod_without_gpus_on_the_teams_cpu_nodes_with_a_deadline_is_admitted():
     assert denied_by(_cpu_pod(activeDeadlineSeconds=LONGEST_POD_DEADLINE)) == []
+
+
+def test_a_pod_without_gpus_on_a_gpu_node_is_denied_even_with_a_deadline():
+    pod = _pod(containers=copy.deepcopy(NO_GPU), tolerations=GPU_TOLERATION, activeDeadlineSeconds=LONGEST_POD_DEADLINE)
+    assert any(m.startswith(WITHOUT_GPUS) for m in denied_by(pod))
 
 
 def test_a_pod_with_gpus_and_a_deadline_is_denied():
@@ -49,7 +63,7 @@ def test_a_pod_with_gpus_and_a_deadline_is_denied():
     assert _refused_for_its_deadline(pod)
 
 
-def test_a_pod_without_gpus_off_the_gpu_nodes_needs_no_deadline():
+def test_a_pod_without_gpus_off_the_teams_nodes_needs_no_deadline():
     assert not _refused_for_its_deadline(_pod(containers=copy.deepcopy(NO_GPU)))
 
 
@@ -63,7 +77,7 @@ def test_a_job_whose_template_has_no_gpus_and_no_deadline_is_denied():
     assert _refused_for_its_deadline(job)
 
 
-def test_a_deployment_of_pods_without_gpus_on_gpu_nodes_is_denied():
+def test_a_deployment_of_pods_without_gpus_on_the_teams_cpu_nodes_is_denied():
     """Its template cannot carry a deadline (the API server refuses one in a ReplicaSet's, Deployment's or
     StatefulSet's: pkg/apis/apps/validation), so such a workload has no place on GPU nodes: the message says where
     the work goes instead."""
@@ -84,7 +98,8 @@ def test_a_kubeflow_job_whose_launcher_has_no_deadline_is_denied_before_the_oper
     specs["Launcher"] = specs.pop("Master")
     launcher = specs["Launcher"]["template"]["spec"]
     launcher["containers"][0]["resources"] = {"requests": {"cpu": "1", "memory": "1Gi"}}
-    launcher["tolerations"] = GPU_TOLERATION
+    launcher["tolerations"] = copy.deepcopy(TEAM_CPU_TOLERATION)
+    launcher["nodeSelector"] = dict(ON_TEAM_CPU_NODES["nodeSelector"])
     job["spec"]["mpiReplicaSpecs"] = specs
     assert _refused_for_its_deadline(job)
     launcher["activeDeadlineSeconds"] = LONGEST_POD_DEADLINE
@@ -92,8 +107,8 @@ def test_a_kubeflow_job_whose_launcher_has_no_deadline_is_denied_before_the_oper
 
 
 def test_an_update_adding_a_deadline_to_a_pod_is_denied():
-    """The quota charges a pod at its CREATE only: a pod made without one, then given the deadline and the GPU
-    taint's toleration, would run on a GPU node counted by no CPU-only quota."""
+    """The quota charges a pod at its CREATE only: a pod made without one, then given the deadline and the teams'
+    CPU nodes' toleration, would run there counted by no CPU-only quota."""
     made = _pod(containers=copy.deepcopy(NO_GPU))
     updated = copy.deepcopy(made)
     updated["spec"]["activeDeadlineSeconds"] = LONGEST_POD_DEADLINE
@@ -102,7 +117,7 @@ def test_an_update_adding_a_deadline_to_a_pod_is_denied():
 
 def test_an_update_keeping_a_pod_made_before_the_rule_passes():
     """A pod without GPUs running on a GPU node before the upgrade may still have its labels changed."""
-    made = _cpu_pod()
+    made = _pod(containers=copy.deepcopy(NO_GPU), tolerations=GPU_TOLERATION)
     relabelled = copy.deepcopy(made)
     relabelled["metadata"]["labels"] = {"stage": "2"}
     assert denied_by(relabelled, operation="UPDATE", old=made) == []
@@ -120,16 +135,17 @@ def test_the_cpu_only_quota_counts_exactly_the_pods_with_a_deadline():
 
 
 def test_the_cpu_only_quota_is_the_room_for_cpu_only_work_within_the_teams_quota():
-    assert teams.cpu_only_quota(_prod_team())["spec"]["hard"] == {"requests.cpu": "16", "requests.memory": "64Gi"}
+    room = {"requests.cpu": "16", "requests.memory": "64Gi", "pods": "16"}
+    assert teams.cpu_only_quota(_prod_team())["spec"]["hard"] == room
     small = _prod_team().model_copy(update={"cpu_quota": 4, "memory_quota_gib": 8})
-    assert teams.cpu_only_quota(small)["spec"]["hard"] == {"requests.cpu": "4", "requests.memory": "8Gi"}
+    assert teams.cpu_only_quota(small)["spec"]["hard"] == {"requests.cpu": "4", "requests.memory": "8Gi", "pods": "16"}
 
 
 @pytest.mark.parametrize("request_cpu", ["24", "8", "1"])
 def test_pods_without_gpus_fill_no_more_than_the_cpu_only_room_however_they_are_cut(request_cpu):
-    """The attack: team vision (32 GPUs on p5s: 768 vCPUs of quota) makes pods without GPUs, each within one GPU's
-    share, before its GPU pods; packed full, 768 vCPUs of them would fill four p5s its GPU pods could then not join.
-    Each must carry a deadline, and the CPU-only quota admits 16 vCPUs of them in all: not a tenth of one node."""
+    """The attack: team vision (32 GPUs on p5s: 768 vCPUs of quota) makes pods without GPUs before its GPU pods;
+    768 vCPUs of them would buy the teams' CPU nodes for as long as they run. Each must carry a deadline, and the
+    CPU-only quota admits 16 vCPUs of them in all: not a tenth of one p5's."""
     team = _prod_team()
     quotas = [teams.compute_quota(team, []), teams.cpu_only_quota(team)]
     used: dict[str, dict[str, float]] = {q["metadata"]["name"]: {"cpu": 0.0, "memory": 0.0} for q in quotas}

@@ -5,10 +5,12 @@ tests/security/test_tenancy.py does."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 
 import pytest
 
+from components.cpu_nodes import ON_TEAM_CPU_NODES
 from infra.core.names import EFA_RESOURCE, HUGEPAGES_RESOURCE, LONGEST_POD_DEADLINE, POOL_LABEL
 from tests.security.test_tenancy import VISION, _job, _pod, denied_by
 
@@ -165,9 +167,21 @@ def test_a_pod_on_a_gpu_node_asking_a_resource_no_quota_shares_is_denied(resourc
     assert any(m.startswith(RESOURCES) for m in denied_by(pod))
 
 
-def test_a_bare_pod_on_a_gpu_node_is_denied_and_a_controllers_pod_admitted():
+SHARED_NODES = {
+    "gpu-node": {"containers": ONE_GPU, "tolerations": GPU_TOLERATION},
+    "teams-cpu-node": {
+        "containers": NO_GPU,
+        "tolerations": ON_TEAM_CPU_NODES["tolerations"],
+        "nodeSelector": ON_TEAM_CPU_NODES["nodeSelector"],
+        "activeDeadlineSeconds": LONGEST_POD_DEADLINE,
+    },
+}
+
+
+@pytest.mark.parametrize("node", sorted(SHARED_NODES))
+def test_a_bare_pod_on_a_shared_node_is_denied_and_a_controllers_pod_admitted(node):
     """The Cluster Autoscaler never removes the node of a pod no controller owns."""
-    pod = _pod(containers=NO_GPU, tolerations=GPU_TOLERATION, activeDeadlineSeconds=LONGEST_POD_DEADLINE)
+    pod = _pod(**copy.deepcopy(SHARED_NODES[node]))
     assert denied_by(pod) == []
     del pod["metadata"]["ownerReferences"]
     assert any(m.startswith("a pod on a GPU node is made by a controller") for m in denied_by(pod))

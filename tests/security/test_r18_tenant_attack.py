@@ -30,6 +30,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
+from components.cpu_nodes import ON_TEAM_CPU_NODES
 from infra.core.names import LONGEST_POD_DEADLINE, POOL_LABEL
 from tests.components.test_forged_signals import CLEAN, KSM, _room
 from tests.components.test_gang_deadline import NOW, _iso
@@ -137,11 +138,23 @@ def test_a_bare_pod_tolerating_the_gpu_taint_by_an_update_is_denied():
     assert any(m.startswith(BARE) for m in denied_by(gpu, operation="UPDATE", old=pending))
 
 
-def test_a_controllers_pod_may_still_gain_the_toleration():
-    """What the rule leaves: a pod its controller owns may tolerate the GPU taint, as its template may."""
+def test_a_controllers_pod_may_still_gain_the_teams_cpu_nodes_toleration():
+    """What the rule leaves: a pod its controller owns may tolerate the teams' CPU nodes' taint, as its template may."""
+    pending = _pod(
+        containers=NO_GPU,
+        nodeSelector=dict(ON_TEAM_CPU_NODES["nodeSelector"]),
+        activeDeadlineSeconds=LONGEST_POD_DEADLINE,
+    )
+    placed = {**pending, "spec": {**pending["spec"], "tolerations": ON_TEAM_CPU_NODES["tolerations"]}}
+    assert denied_by(placed, operation="UPDATE", old=pending, user="alice@vision") == []
+
+
+def test_a_controllers_pod_without_gpus_gaining_the_gpu_toleration_is_denied():
+    """Nor does a pod without GPUs reach a GPU node by an UPDATE: it runs on the teams' CPU nodes only."""
     pending = _pod(containers=NO_GPU, nodeSelector={POOL_LABEL: "h100"}, activeDeadlineSeconds=LONGEST_POD_DEADLINE)
     gpu = {**pending, "spec": {**pending["spec"], "tolerations": GPU_TOLERATION}}
-    assert denied_by(gpu, operation="UPDATE", old=pending, user="alice@vision") == []
+    denied = denied_by(gpu, operation="UPDATE", old=pending, user="alice@vision")
+    assert any(m.startswith("a pod without GPUs runs on the teams' CPU nodes") for m in denied), denied
 
 
 # --- a CPU pod beside the decoy ends the team's clock -----------------------------------------------------------

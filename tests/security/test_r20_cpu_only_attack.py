@@ -20,6 +20,7 @@ from infra.offline import jobs, team_job
 from tests.conftest import config_of, team_rules
 from tests.offline.test_team_job import EXAMPLE
 from tests.security.test_cpu_only_quota import _cpu_pod
+from tests.security.test_node_share import GPU_TOLERATION
 from tests.security.test_r20_operator_pods import _as_the_operator_makes_it
 from tests.security.test_tenancy import denied_by
 
@@ -78,26 +79,20 @@ def test_a_kubectl_delivery_asking_more_ephemeral_storage_than_the_operators_is_
     assert any(m.startswith("pods on GPU nodes ask for") for m in denied_by(pod, rules, user=tenancy.OPERATOR_USER))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a pod without GPUs may name any pool (the platform's MPI launcher names its gang's), so the CPU-only "
-    "quota bounds the CPU such pods ask, not the nodes they hold. Refusing a pool in them would refuse every "
-    "launcher; keeping such a pod beside its own team's GPU pods (a required podAffinity to them) would need "
-    'Volcano\'s gang placement and both autoscalers shown to place it (docs/design/tenancy.md, "Still open")',
-)
 def test_pods_without_gpus_hold_no_node_in_each_pool_for_a_sliver_of_the_cpu_only_room():
     """The attack: team vision (prod, 32 GPUs) runs one Job pod of 10m CPU and 16Mi without GPUs per pool, each
     naming its pool: 30m of its 16 vCPUs of CPU-only room. In a pool at zero (prod's three are) each makes the
     Cluster Autoscaler buy a node, and no scale-down removes it, since the pod fits no other node of its pool
     (nodeSelector), for as long as its deadline, the longest a pod may have: three GPU nodes held beyond the
-    team's GPUs for 30m CPU."""
+    team's GPUs for 30m CPU. Closed: a pod without GPUs runs on the teams' CPU nodes only, and none of them is
+    admitted on a pool."""
     cfg = config_of("prod")
     rules = team_rules("prod", "vision")
     pinned = []
     for pool in cfg.gpu_pools:
         selector = {POOL_LABEL: pool.name, "topology.kubernetes.io/zone": pool.availability_zone}
-        pod = _cpu_pod(activeDeadlineSeconds=LONGEST_POD_DEADLINE, nodeSelector=selector)
+        pod = _cpu_pod(activeDeadlineSeconds=LONGEST_POD_DEADLINE, nodeSelector=selector, tolerations=GPU_TOLERATION)
         pod["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "10m", "memory": "16Mi"}}
         if denied_by(pod, rules) == []:
             pinned.append(pool.name)
-    assert len(pinned) <= 1, pinned
+    assert pinned == [], pinned

@@ -16,8 +16,6 @@ neither the platform's extraArgs (components/autoscaler.py) nor the chart's valu
 
 from __future__ import annotations
 
-import pytest
-
 from components import tenancy
 from infra.core.names import DO_NOT_DISRUPT, LONGEST_POD_DEADLINE, SAFE_TO_EVICT
 from tests.conftest import plan_of
@@ -76,22 +74,12 @@ def test_the_cluster_autoscaler_may_not_evict_a_pod_without_an_owner():
     assert not _cluster_autoscaler_may_evict(pod, _autoscaler_args())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the Cluster Autoscaler runs with --skip-nodes-with-custom-controller-pods at its default (true), so a "
-    "Kubeflow job's pod without GPUs is 'not replicated' to it, as a bare pod is: the team policy admits one on a GPU "
-    "node (with a deadline, in the CPU-only quota) and it keeps that node from scale-down for as long as it runs, "
-    'wherever it lands, with no pool named and no do-not-disrupt. Requiring safe-to-evict "true" on such pods '
-    "would let the autoscaler drain the platform's own MPI launchers beside another job's GPU pods once those end "
-    "(the operator then fails or restarts the MPIJob's run: updateMPIJobStatus, newLauncher, kubeflow/trainer@v1.9.4); "
-    'the flag set to false would make every GPU pod drainable (docs/design/tenancy.md, "Still open"). `higgsfield '
-    "verify` kube.cpu-only-quota names such a pod once its job's GPU pods have ended "
-    "(tests/cli/test_verify_cpu_only_quota.py)",
-)
 def test_a_kubeflow_jobs_pod_without_gpus_keeps_no_gpu_node_from_the_cluster_autoscalers_scale_down():
     """The attack: a team's XGBoostJob whose Master asks 10m CPU and no GPU and sleeps for ever beside its GPU
     Workers. The job and the Master pod the operator makes of it are admitted; once the Workers finish, their node's
-    GPUs are free, but the Cluster Autoscaler never removes the node while the Master runs (68 years at most)."""
+    GPUs are free, but the Cluster Autoscaler never removes the node while the Master runs (68 years at most).
+    Closed: the job is refused, since a pod without GPUs runs on the teams' CPU nodes only, never on a GPU node;
+    there such a pod keeps a CPU node at worst, within CPU-only work's room."""
     job = _job_file("xgboost")
     _a_replica_without_gpus(job, "Master")
     rules = _rules(job)

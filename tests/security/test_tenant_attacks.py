@@ -25,6 +25,7 @@ import json
 import pytest
 
 from components import device_plugins, gpu_pools, healthgate, tenancy
+from components.cpu_nodes import ON_TEAM_CPU_NODES
 from components.tenancy import TeamRules
 from infra.config import STARTUP_TAINT_KEY, SYSTEM_TAINT_KEY
 from infra.core.names import LONGEST_POD_DEADLINE
@@ -247,6 +248,8 @@ NODE_NAME = "no nodeName"
 TOLERATIONS = "tolerations name a taint key"
 ESCALATION = "allowPrivilegeEscalation: false"
 LAUNCHER = "(egress to the API server) is the Training Operator's"
+# a pod without GPUs on a GPU node: refused by its own rule too, whatever else it does
+WITHOUT_GPUS = "a pod without GPUs runs on the teams' CPU nodes"
 SERVICE_TYPE = "Services may be of type"
 EXTERNAL_IPS = "no externalIPs"
 INTERNAL_LB = "load balancers are internal in this stack"
@@ -256,7 +259,7 @@ ATTACKS = {
     # 2. GPUs outside the device plugin, Volcano and the quota
     "job_with_nvidia_visible_devices_all": (
         _gpu_env_job({"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}),
-        ENV,
+        (ENV, WITHOUT_GPUS),
         VISION,
         {},
     ),
@@ -301,7 +304,7 @@ ATTACKS = {
         _cpu_pod(
             schedulerName="volcano", initContainers=[_container("init", resources={"limits": {"nvidia.com/gpu": 8}})]
         ),
-        INIT_GPUS,
+        (INIT_GPUS, WITHOUT_GPUS),
         VISION,
         {},
     ),
@@ -317,19 +320,19 @@ ATTACKS = {
     # GPU nodes bought and held without a GPU: EFA interfaces or huge pages, or only the GPU taint tolerated
     "efa_pod_outside_volcano": (
         _cpu_pod(containers=[_container(resources={"limits": {"vpc.amazonaws.com/efa": 32}})]),
-        VOLCANO,
+        (VOLCANO, WITHOUT_GPUS),
         VISION,
         {},
     ),
     "huge_pages_pod_outside_volcano": (
         _cpu_pod(containers=[_container(resources={"requests": {"hugepages-2Mi": "5120Mi"}})]),
-        VOLCANO,
+        (VOLCANO, WITHOUT_GPUS),
         VISION,
         {},
     ),
     "pod_tolerating_the_gpu_taint_outside_volcano": (
         _cpu_pod(tolerations=[GPU_TOLERATION], nodeSelector={"higgsfield.io/pool": "h100"}),
-        VOLCANO,
+        (VOLCANO, WITHOUT_GPUS),
         VISION,
         {},
     ),
@@ -341,7 +344,14 @@ ATTACKS = {
                 containers=[_container(resources={"limits": {"vpc.amazonaws.com/efa": 32}})],
             ),
         ),
-        VOLCANO,
+        (VOLCANO, WITHOUT_GPUS),
+        VISION,
+        {},
+    ),
+    # a pod kube-scheduler binds beside the MPI launchers, racing Volcano for their room (the kubelet fails the second)
+    "job_on_the_teams_cpu_nodes_outside_volcano": (
+        _workload("Job", _cpu_pod(**copy.deepcopy(ON_TEAM_CPU_NODES))),
+        tenancy.ON_TEAM_CPU_NODES_BY_VOLCANO,
         VISION,
         {},
     ),
@@ -423,7 +433,7 @@ ATTACKS = {
                 ]
             )
         ),
-        TOLERATIONS,
+        (TOLERATIONS, WITHOUT_GPUS),
         VISION,
         {},
     ),
@@ -522,10 +532,15 @@ def _denied(obj: dict, team: TeamRules, policy: dict | None = None, **request) -
     return [m for m, ok in admitted(policy, obj, **{"user": user, **request}).items() if not ok]
 
 
-def _without(policy: dict, fragment: str) -> dict:
+def _without(policy: dict, fragment: str | tuple[str, ...]) -> dict:
+    """The policy less the validations whose messages hold `fragment` (each of a tuple's: an attack that two rules
+    refuse, a pod without GPUs on a GPU node among them), one validation each."""
+    fragments = fragment if isinstance(fragment, tuple) else (fragment,)
     trimmed = copy.deepcopy(policy)
-    trimmed["spec"]["validations"] = [v for v in trimmed["spec"]["validations"] if fragment not in v["message"]]
-    assert len(trimmed["spec"]["validations"]) == len(policy["spec"]["validations"]) - 1, fragment
+    trimmed["spec"]["validations"] = [
+        v for v in trimmed["spec"]["validations"] if not any(f in v["message"] for f in fragments)
+    ]
+    assert len(trimmed["spec"]["validations"]) == len(policy["spec"]["validations"]) - len(fragments), fragments
     return trimmed
 
 
@@ -550,7 +565,7 @@ def _rbac_resource(obj: dict, request: dict) -> tuple[str, str, str]:
 def test_each_attack_is_refused_by_the_validation_it_names(attack):
     obj, fragment, team, request = ATTACKS[attack]
     denied = _denied(obj, team, **request)
-    assert any(fragment in d for d in denied), denied
+    assert all(any(f in d for d in denied) for f in (fragment if isinstance(fragment, tuple) else (fragment,))), denied
 
 
 @pytest.mark.parametrize("attack", sorted(ATTACKS))
@@ -643,18 +658,23 @@ def test_cluster_ip_and_headless_services_are_admitted_and_a_team_given_load_bal
 
 def test_env_from_a_config_map_is_out_of_admissions_sight_and_the_gpu_nodes_close_it():
     """CEL sees `envFrom: [{configMapRef: gpus}]`, not the ConfigMap's keys (nor an image's ENV:
-    CUDA base images set NVIDIA_VISIBLE_DEVICES=all). The policy admits it - honestly - and the GPU
+    CUDA base images set NVIDIA_VISIBLE_DEVICES=all). The policy admits a GPU pod's - honestly - and the GPU
     nodes' container toolkit ignores the variable in unprivileged containers; the device plugin
-    hands GPUs over as volume mounts instead."""
-    job = _workload(
+    hands GPUs over as volume mounts instead. A pod without GPUs never reaches a GPU node to ask."""
+    env_from = [{"configMapRef": {"name": "gpus"}}]
+    one_gpu = {"limits": {"nvidia.com/gpu": 1}}
+    gpu_job = _workload(
         "Job",
         _by_volcano(
-            _cpu_pod(
-                tolerations=[GPU_TOLERATION], containers=[_container(envFrom=[{"configMapRef": {"name": "gpus"}}])]
-            )
+            _cpu_pod(tolerations=[GPU_TOLERATION], containers=[_container(envFrom=env_from, resources=one_gpu)])
         ),
     )
-    assert _denied(job, VISION) == []
+    assert _denied(gpu_job, VISION) == []
+    cpu_job = _workload(
+        "Job", _by_volcano(_cpu_pod(tolerations=[GPU_TOLERATION], containers=[_container(envFrom=env_from)]))
+    )
+    denied = _denied(cpu_job, VISION)
+    assert denied and all(WITHOUT_GPUS in d for d in denied), denied
     assert gpu_pools.CONTAINER_TOOLKIT_SETTINGS["accept-nvidia-visible-devices-envvar-when-unprivileged"] == "false"
     assert device_plugins.DEVICE_LIST_STRATEGY == "volume-mounts"
 

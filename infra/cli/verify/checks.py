@@ -22,13 +22,14 @@ from botocore import exceptions as aws_errors
 
 from components import storage
 from components.addons import KUBELET_LOG_MONITORS, MONITORS_ANNOTATION, MONITORS_SETTINGS
+from components.cpu_nodes import ON_TEAM_CPU_NODES
 from components.identity import POD_IDENTITY_SERVICE, SESSION_TAGS
 from components.karpenter import CLUSTER_NAME_TAG, NODECLASS_TAG, NODEPOOL_TAG, karpenter_policy
 from components.karpenter import CONTROLLER_IMAGE as KARPENTER_IMAGE
 from components.karpenter import DEPLOYMENT as KARPENTER_DEPLOYMENT
 from components.karpenter import NAMESPACE as KARPENTER_NAMESPACE
 from components.karpenter import SERVICE_ACCOUNT as KARPENTER_ACCOUNT
-from components.tenancy import SCHEDULER
+from components.tenancy import SCHEDULER, WITHOUT_GPUS_OFF_GPU_NODES
 from infra.cli.preflight import DENIED_CODES
 from infra.cli.verify import Outcome, Spec, failed, passed, skipped
 from infra.core import names, versions
@@ -2135,13 +2136,18 @@ def gpu_daemon_set(team: Any, priority_class: str | None) -> dict:
 DEADLINE_FIELD = "spec.activeDeadlineSeconds"  # what the team policy's refusal of a pod without one names
 
 
-def cpu_only_job(team: Any, priority_class: str | None) -> dict:
-    """A suspended batch Job whose pod tolerates the GPU taint, asks no GPU and sets no activeDeadlineSeconds: the
-    CPU-only quota (scope Terminating) would not count it, so pods like it, packed onto GPU nodes, could take nodes
-    the team's GPUs do not pay for (docs/design/tenancy.md, "Pods without GPUs run to a deadline"). Otherwise one the
-    team policy admits: placed on the GPU nodes as gpu_daemon_set's pod is, its container's requests the trial
-    job's."""
+def cpu_only_job(team: Any, priority_class: str | None, *, on_gpu_nodes: bool = False) -> dict:
+    """A suspended batch Job whose pod asks no GPU, placed where the team policy admits such a pod, on the teams' CPU
+    nodes, and setting no activeDeadlineSeconds: the CPU-only quota (scope Terminating) would not count it
+    (docs/design/tenancy.md, "Pods without GPUs run to a deadline"). `on_gpu_nodes`: placed on the GPU nodes instead
+    (as gpu_daemon_set's pod is) with the deadline set, where a pod without GPUs would hold a node its team's GPUs do
+    not pay for. Otherwise one the team policy admits, its container's requests the trial job's."""
     spec = _on_gpu_nodes(team, priority_class)
+    if on_gpu_nodes:
+        spec["activeDeadlineSeconds"] = names.LONGEST_POD_DEADLINE
+    else:
+        spec["nodeSelector"] = dict(ON_TEAM_CPU_NODES["nodeSelector"])
+        spec["tolerations"] = [dict(t) for t in ON_TEAM_CPU_NODES["tolerations"]]
     spec["restartPolicy"] = "Never"  # a Job's pods may not restart Always (the API server's validation)
     return {
         "apiVersion": "batch/v1",
@@ -2175,8 +2181,8 @@ def _refused(ctx: Any, group: str, version: str, namespace: str, plural: str, bo
 def tenant_attacks(ctx: Any) -> Outcome:
     """Each team submits, as dry runs the API server must refuse: a PodGroup to a queue not its own, a
     TFJob under a name only a PyTorchJob may take, one that would keep its pods once finished, one
-    handed to another controller, one whose pods carry a finalizer, a DaemonSet on the GPU nodes, and a
-    Job of pods without GPUs there that run to no deadline."""
+    handed to another controller, one whose pods carry a finalizer, a DaemonSet on the GPU nodes, a Job of pods
+    without GPUs there, and one on the teams' CPU nodes that run to no deadline."""
     teams = ctx.config.scheduler.teams
     problems, seen = [], []
     for team in teams:
@@ -2196,16 +2202,20 @@ def tenant_attacks(ctx: Any) -> Outcome:
         )
         what = "a DaemonSet on the GPU nodes"
         (seen if verdict else problems).append(f"{team.name}: {what} {verdict or 'was admitted (dry run)'}")
-        # refused for its deadline, the one thing it lacks (a test checks that against the policy's CEL): a refusal
-        # for anything else would pass on a policy without the rule
-        refusal = _refusal(ctx, "batch", "v1", team.name, "jobs", cpu_only_job(team, plain_class(ctx.config, team)))
-        what = "a Job without GPUs on the GPU nodes and no deadline"
-        if refusal is None:
-            problems.append(f"{team.name}: {what} was admitted (dry run)")
-        elif DEADLINE_FIELD not in refusal[1]:
-            problems.append(f"{team.name}: {what} was refused ({refusal[0]}), not for its deadline: {refusal[1]}")
-        else:
-            seen.append(f"{team.name}: {what} refused ({refusal[0]}) for its deadline")
+        # each refused for the one thing it does wrong (a test checks that against the policy's CEL): a refusal for
+        # anything else would pass on a policy without the rule
+        for on_gpu_nodes, what, why, mark in (
+            (False, "a Job without GPUs on the teams' CPU nodes and no deadline", "its deadline", DEADLINE_FIELD),
+            (True, "a Job without GPUs on the GPU nodes", "asking no GPU there", WITHOUT_GPUS_OFF_GPU_NODES),
+        ):
+            job = cpu_only_job(team, plain_class(ctx.config, team), on_gpu_nodes=on_gpu_nodes)
+            refusal = _refusal(ctx, "batch", "v1", team.name, "jobs", job)
+            if refusal is None:
+                problems.append(f"{team.name}: {what} was admitted (dry run)")
+            elif mark not in refusal[1]:
+                problems.append(f"{team.name}: {what} was refused ({refusal[0]}), not for {why}: {refusal[1]}")
+            else:
+                seen.append(f"{team.name}: {what} refused ({refusal[0]}) for {why}")
         # Volcano's /podgroups/mutate moves a PodGroup in queue `default` to its namespace's queue
         # (components/training.py): with one queue there is no other team's queue to try.
         other = next((t.queue for t in teams if t.queue != team.queue), None)

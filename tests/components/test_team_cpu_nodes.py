@@ -1,0 +1,64 @@
+"""The teams' CPU nodes: where a team's pods without GPUs run (an MPI job's launcher, a CPU-only Job), so that none
+runs on a GPU node (components/tenancy.py). A managed node group in every stack, at zero until such a pod waits,
+which the Cluster Autoscaler can plan from its Auto Scaling group's tags while it has no node."""
+
+from __future__ import annotations
+
+import pytest
+
+from components.cpu_nodes import TEAM_CPU_LABELS, TEAM_CPU_TAINT
+from infra.config.gpu_pools import seconds_of
+from infra.core.names import AUTOSCALER_TEMPLATE, SCALE_DOWN_UNNEEDED_TAG, SYSTEM_TAINT_KEY
+from tests.conftest import STACKS, plan_of
+
+NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+ASG_TAG = "aws:autoscaling/tag:Tag"
+
+
+def _group(stack: str):
+    (group,) = [g for g in plan_of(stack).of_type(NODE_GROUP) if g.name == "team-cpu-nodes"]
+    return group
+
+
+def _asg_tags(stack: str) -> dict[str, str]:
+    return {
+        t.inputs["tag"]["key"]: t.inputs["tag"]["value"]
+        for t in plan_of(stack).of_type(ASG_TAG)
+        if t.name.startswith("team-cpu-nodes-asg-")
+    }
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_stack_has_the_teams_cpu_nodes_at_zero_labelled_and_tainted_for_them(stack):
+    group = _group(stack)
+    assert group.inputs["scalingConfig"]["minSize"] == 0 and group.inputs["scalingConfig"]["desiredSize"] == 0
+    assert group.inputs["labels"] == TEAM_CPU_LABELS
+    (taint,) = group.inputs["taints"]
+    assert (taint["key"], taint["value"], taint["effect"]) == (TEAM_CPU_TAINT["key"], "true", "NO_SCHEDULE")
+    assert taint["key"] != SYSTEM_TAINT_KEY
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_autoscaler_plans_a_teams_cpu_node_from_zero_by_its_label_and_taint(stack):
+    """Managed node group tags do not reach the Auto Scaling group: the autoscaler reads these off the ASG."""
+    tags = _asg_tags(stack)
+    (label, value), *_ = TEAM_CPU_LABELS.items()
+    assert tags[f"{AUTOSCALER_TEMPLATE}/label/{label}"] == value
+    assert tags[f"{AUTOSCALER_TEMPLATE}/taint/{TEAM_CPU_TAINT['key']}"] == "true:NoSchedule"
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_a_teams_cpu_node_outlasts_the_gpu_pools_scale_down_time(stack):
+    """A gang's launcher's node comes before its GPU nodes and stays empty until Volcano binds the whole gang: it is
+    kept as long as the GPU pools keep theirs."""
+    longest = max(seconds_of(p.scale_down_unneeded_time) for p in plan_of(stack).config.gpu_pools)
+    assert seconds_of(_asg_tags(stack)[SCALE_DOWN_UNNEEDED_TAG]) == longest
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_teams_cpu_nodes_hold_every_teams_cpu_only_room_at_once(stack):
+    """16 vCPUs a team (components/teams.py cpu_only_quota), on the smallest of the group's types."""
+    cfg = plan_of(stack).config
+    vcpus = {"m7i.xlarge": 4, "m7i.2xlarge": 8, "m6i.2xlarge": 8}
+    smallest = min(vcpus[t] for t in cfg.team_cpu_nodes.instance_types)
+    assert _group(stack).inputs["scalingConfig"]["maxSize"] * smallest >= 16 * len(cfg.scheduler.teams)
