@@ -2,6 +2,7 @@
 under mocks). Each section is one step of the platform; each component takes its typed arguments by
 keyword, and everything a section computes from the settings lives in the components or the config."""
 
+import dataclasses
 from typing import Any
 
 import pulumi
@@ -86,39 +87,30 @@ def build(cfg: StackConfig) -> None:
     node_role = NodeRole("node-role", tags)
     node_version = NodeVersion(cfg.kubernetes_version, cfg.node_release_version)
     node_prerequisites = [*cluster.node_prerequisites, *node_role.ready]
-    system_nodes = CpuNodes(
-        "system-nodes",
-        CpuNodesArgs(
-            cluster_name=name,
-            instance_types=cfg.cpu_nodes.instance_types,
-            min_size=cfg.cpu_nodes.min_size,
-            desired_size=cfg.cpu_nodes.desired_size,
-            max_size=cfg.cpu_nodes.max_size,
-            ami_type=versions.CPU_AMI_TYPE,
-            subnet_ids=network.private_subnet_ids,
-            node_role_arn=node_role.arn,
-            version=node_version,
-            security_group_ids=[cluster.node_security_group_id],
-            depends_on=node_prerequisites,
-            tags=tags,
-        ),
+    system_args = CpuNodesArgs(
+        cluster_name=name,
+        instance_types=cfg.cpu_nodes.instance_types,
+        min_size=cfg.cpu_nodes.min_size,
+        desired_size=cfg.cpu_nodes.desired_size,
+        max_size=cfg.cpu_nodes.max_size,
+        ami_type=versions.CPU_AMI_TYPE,
+        subnet_ids=network.private_subnet_ids,
+        node_role_arn=node_role.arn,
+        version=node_version,
+        security_group_ids=[cluster.node_security_group_id],
+        depends_on=node_prerequisites,
+        tags=tags,
     )
+    system_nodes = CpuNodes("system-nodes", system_args)
     # the teams' pods without GPUs (an MPI job's launcher): never on a GPU node (components/tenancy.py)
     CpuNodes(
         "team-cpu-nodes",
-        CpuNodesArgs(
-            cluster_name=name,
+        dataclasses.replace(
+            system_args,
             instance_types=cfg.team_cpu_nodes.instance_types,
             min_size=0,
             desired_size=0,
             max_size=cfg.team_cpu_nodes.max_size,
-            ami_type=versions.CPU_AMI_TYPE,
-            subnet_ids=network.private_subnet_ids,
-            node_role_arn=node_role.arn,
-            version=node_version,
-            security_group_ids=[cluster.node_security_group_id],
-            depends_on=node_prerequisites,
-            tags=tags,
             root_volume_gib=TEAM_CPU_ROOT_VOLUME_GIB,
             role="team-cpu",
             labels=TEAM_CPU_LABELS,

@@ -290,27 +290,8 @@ def estimate(plan: Plan, prices: dict[str, Any], assumptions: Assumptions = Assu
         instance, named = types[0], "/".join(types)  # every type the group may launch is named
         rate = rp.get("ec2_on_demand_hour", instance)
         rates = {name: rp.get("ec2_on_demand_hour", name) for name in types}
-        if labels.get(TEAM_CPU_LABEL) == "true":  # the teams' CPU nodes: none idle, maxSize at full scale
-            low, high = scaling["minSize"], scaling["maxSize"]
-            add(
-                f"EC2 {named} on-demand x {low}..{high}",
-                group.name,
-                _times(low, rate),
-                _times(high, rate),
-                "; ".join(filter(None, ["the teams' pods without GPUs", _types_note(types, rates, high)])),
-                "teams' CPU nodes",
-                missing=instance,
-            )
-            add(
-                f"EBS gp3 root {root_gib} GiB x {low}..{high}",
-                group.name,
-                _times(low * root_gib, gb_hour),
-                _times(high * root_gib, gb_hour),
-                group="teams' CPU nodes",
-                missing="EBS gp3",
-            )
-            continue
-        if labels.get("nvidia.com/gpu.present") != "true":  # the system nodes run all the time
+        teams_cpu = labels.get(TEAM_CPU_LABEL) == "true"  # the teams' CPU nodes: none idle, maxSize at full scale
+        if not teams_cpu and labels.get("nvidia.com/gpu.present") != "true":  # the system nodes run all the time
             nodes = scaling["desiredSize"]
             add(
                 f"EC2 {named} on-demand x {nodes}",
@@ -327,7 +308,7 @@ def estimate(plan: Plan, prices: dict[str, Any], assumptions: Assumptions = Assu
         low, high = scaling["minSize"], scaling["maxSize"]
         capacity = group.inputs["capacityType"]
         reserved = "capacityReservationSpecification" in template.inputs
-        pool = f"GPU pool {labels.get('higgsfield.io/pool', group.name)}"
+        pool = "teams' CPU nodes" if teams_cpu else f"GPU pool {labels.get('higgsfield.io/pool', group.name)}"
         if capacity == "SPOT":
             add(
                 f"EC2 {named} spot x {low}..{high}",
@@ -394,7 +375,9 @@ def estimate(plan: Plan, prices: dict[str, Any], assumptions: Assumptions = Assu
                 group.name,
                 _times(low, rate),
                 _times(high, rate),
-                _types_note(types, rates, high),
+                "; ".join(
+                    filter(None, ["the teams' pods without GPUs" if teams_cpu else "", _types_note(types, rates, high)])
+                ),
                 group=pool,
                 missing=instance,
             )
