@@ -31,6 +31,13 @@ TEAM_CPU_TAINT = {"key": TEAM_CPU_TAINT_KEY, "value": "true", "effect": "NoSched
 # Room on a team CPU node's root volume for the training image its launchers run (a CUDA image of several GB,
 # unpacked beside its layers) and the logs.
 TEAM_CPU_ROOT_VOLUME_GIB = 100
+# The ephemeral storage the autoscaler's node of an empty group offers: it builds that node from the instance type's
+# CPU and memory and the ASG's `resources/` tags alone (buildNodeFromTemplate, kubernetes/autoscaler:
+# cluster-autoscaler/cloudprovider/aws/aws_manager.go@cluster-autoscaler-1.35.2; cloudprovider/aws/README.md, same
+# ref), so without one no pod asking ephemeral storage fits it, and every MPI launcher does (the operator's
+# kubectl-delivery asks 5Gi: components/tenancy.py LAUNCHER_INIT_EPHEMERAL_STORAGE). The root volume less what the
+# image and the kubelet's eviction threshold keep: an estimate, not measured here.
+TEAM_CPU_EPHEMERAL_STORAGE_GIB = TEAM_CPU_ROOT_VOLUME_GIB // 2
 ON_TEAM_CPU_NODES: dict[str, Any] = {
     "nodeSelector": TEAM_CPU_LABELS,
     "tolerations": [{"key": TEAM_CPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
@@ -125,13 +132,13 @@ class CpuNodes(pulumi.ComponentResource):
 
 
 def team_cpu_autoscaler_tags(scale_down_unneeded_time: str) -> dict[str, str]:
-    """The teams' CPU nodes as the autoscaler plans one while the group has none (their label and taint), and how
-    long one stays empty before it goes: as long as the GPU pools' longest, so that a gang's launcher, whose node
-    comes first, still has it when its GPU nodes have booted and passed the health gate (Volcano binds the gang
-    whole, so the launcher's node stays empty until then)."""
+    """The teams' CPU nodes as the autoscaler plans one while the group has none (their label, taint and ephemeral
+    storage), and how long one stays empty before it goes (higgsfield:teamCpuNodes.scaleDownUnneededTime: a gang's
+    launcher's node, bought first, stands empty until Volcano binds the whole gang)."""
     tags = {f"{AUTOSCALER_TEMPLATE}/label/{k}": v for k, v in TEAM_CPU_LABELS.items()}
     tags[f"{AUTOSCALER_TEMPLATE}/taint/{TEAM_CPU_TAINT['key']}"] = (
         f"{TEAM_CPU_TAINT['value']}:{TEAM_CPU_TAINT['effect']}"
     )
+    tags[f"{AUTOSCALER_TEMPLATE}/resources/ephemeral-storage"] = f"{TEAM_CPU_EPHEMERAL_STORAGE_GIB}Gi"
     tags[SCALE_DOWN_UNNEEDED_TAG] = scale_down_unneeded_time
     return tags

@@ -48,6 +48,44 @@ def test_the_autoscaler_plans_a_teams_cpu_node_from_zero_by_its_label_and_taint(
 
 
 @pytest.mark.parametrize("stack", STACKS)
+def test_the_launcher_the_operator_makes_fits_the_node_the_autoscaler_plans_from_zero(stack):
+    """The autoscaler's node of an empty group has the instance type's CPU and memory and, of anything else, what the
+    ASG's `resources/` tags say (cluster-autoscaler/cloudprovider/aws/aws_manager.go buildNodeFromTemplate
+    @cluster-autoscaler-1.35.2): the MPI launcher's kubectl-delivery asks ephemeral storage, so without that tag no
+    launcher ever brought a node up."""
+    from kubernetes.utils.quantity import parse_quantity
+
+    from infra.core.bundled import instance_types
+    from infra.offline import jobs
+    from tests.security.test_r20_operator_pods import _as_the_operator_makes_it
+
+    cfg = plan_of(stack).config
+    if "mpi-nccl-tests" not in jobs.examples_for(cfg):
+        pytest.skip(f"{stack} renders no MPIJob")
+    launcher = _as_the_operator_makes_it(jobs.workload_of(jobs.render("mpi-nccl-tests", cfg)), "Launcher")
+    facts = min(
+        (instance_types()[t] for t in cfg.team_cpu_nodes.instance_types), key=lambda t: t["VCpuInfo"]["DefaultVCpus"]
+    )
+    node = {
+        "cpu": parse_quantity(facts["VCpuInfo"]["DefaultVCpus"]),
+        "memory": parse_quantity(f"{facts['MemoryInfo']['SizeInMiB']}Mi"),
+        "ephemeral-storage": parse_quantity(
+            _asg_tags(stack).get(f"{AUTOSCALER_TEMPLATE}/resources/ephemeral-storage", 0)
+        ),
+    }
+    spec = launcher["spec"]
+
+    def asked(containers: list[dict], resource: str):
+        return sum((parse_quantity(c.get("resources", {}).get("requests", {}).get(resource, 0)) for c in containers), 0)
+
+    for resource, room in node.items():
+        running = asked(spec["containers"], resource)
+        each_init = max((asked([c], resource) for c in spec.get("initContainers", [])), default=0)
+        assert max(running, each_init) <= room, (resource, running, each_init, room)
+    assert any(asked([c], "ephemeral-storage") for c in spec.get("initContainers", []))  # kubectl-delivery's
+
+
+@pytest.mark.parametrize("stack", STACKS)
 def test_a_teams_cpu_node_outlasts_the_gpu_pools_scale_down_time(stack):
     """A gang's launcher's node comes before its GPU nodes and stays empty until Volcano binds the whole gang: it is
     kept as long as the GPU pools keep theirs."""
