@@ -402,6 +402,8 @@ CPU_ONLY_QUOTA = "cpu-only"  # the ResourceQuota on a namespace's pods without G
 WITHOUT_GPUS_OFF_GPU_NODES = "a pod without GPUs runs on the teams' CPU nodes"
 # How the team policy's refusal of a pod on the teams' CPU nodes that Volcano does not schedule starts.
 ON_TEAM_CPU_NODES_BY_VOLCANO = "pods on the teams' CPU nodes are scheduled by"
+# How the team policy's refusal of a pod tolerating the teams' CPU nodes' taint without selecting them starts.
+SELECTS_TEAM_CPU_NODES = "a pod that tolerates the teams' CPU nodes' taint selects them"
 
 # What a pod on a GPU node may ask for: what the team's queue and quota hold in its GPUs' share
 # (components/demand.py). Any other resource (ephemeral-storage, hugepages-1Gi, another extended
@@ -725,6 +727,15 @@ def node_share_validations(team: TeamRules) -> list[dict]:
             "message": f"{ON_TEAM_CPU_NODES_BY_VOLCANO} {SCHEDULER}, as the MPI launchers there are: set "
             f"schedulerName: {SCHEDULER} (a pod another scheduler binds beside them races {SCHEDULER} for the same "
             "room, and the kubelet fails the pod it admits second)",
+            "reason": "Forbidden",
+        },
+        {
+            # The gang deadline reads where a gang's pods may land from their node selectors, a pod that names no
+            # pool being one that may land on every pool (images/training/gang_deadline.py _may_land): a pod for the
+            # teams' CPU nodes names them, so its gang is never timed beside GPU nodes it cannot use.
+            "expression": f"variables.specs.all(s, !{_tolerates_team_cpu('s')} || (has(s.nodeSelector) && "
+            f"'{TEAM_CPU_LABEL}' in s.nodeSelector && s.nodeSelector['{TEAM_CPU_LABEL}'] == 'true'))",
+            "message": f'{SELECTS_TEAM_CPU_NODES}: nodeSelector {TEAM_CPU_LABEL}: "true" beside its toleration',
             "reason": "Forbidden",
         },
         {

@@ -96,3 +96,12 @@ def test_a_daemonset_on_the_teams_cpu_nodes_is_denied():
         "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": spec}},
     }
     assert any(m.startswith("a team's DaemonSet runs on no GPU node") for m in denied_by(daemon_set))
+
+
+def test_a_pod_tolerating_the_teams_cpu_nodes_without_selecting_them_is_denied():
+    """It could land only there (every other node is tainted), but the gang deadline reads a pod's pools from its
+    node selector and would take it for one that may land on every GPU pool, timing its gang beside their idle
+    nodes."""
+    pod = _on_team_cpu_nodes()
+    del pod["spec"]["nodeSelector"]
+    assert any(m.startswith(tenancy.SELECTS_TEAM_CPU_NODES) for m in denied_by(pod))
