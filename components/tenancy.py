@@ -704,9 +704,9 @@ def node_share_validations(team: TeamRules) -> list[dict]:
             # A pod without GPUs on a GPU node holds a node its team's GPUs do not pay for: one of a few millicores
             # naming a pool at zero makes the autoscaler buy it a node, and one whose controller the Cluster
             # Autoscaler does not know to replicate (a Kubeflow job's) keeps that node from scale-down while it
-            # runs. Such pods run on the teams' CPU nodes. A pod the Training Operator makes of a job admitted before
-            # this rule (an MPI launcher that named its gang's pool) still runs: the job's templates were judged
-            # when it was created, and a job created, or whose templates change, meets this rule (docs/upgrading.md).
+            # runs. Such pods run on the teams' CPU nodes. A pod the Training Operator creates passes: it is made of
+            # a job's templates, which this rule judged when the job was created or they changed, so what it lets
+            # through is the pods of jobs older than the rule (docs/upgrading.md lists them).
             "expression": f"variables.specs_kept || {_by_the_operator('false')} || "
             f"variables.specs.all(s, !{_takes_a_gpu_node('s')} || {_POD_GPUS} > 0.0)",
             "message": f"{WITHOUT_GPUS_OFF_GPU_NODES}, not on a GPU node (no toleration of the "

@@ -72,6 +72,10 @@ IMAGE_REFERENCE = (
 # pool and the daemon sets take more, which `kubectl get eniconfig`/the CNI's metrics show on a cluster.
 SUBNET_RESERVED_ADDRESSES = 5
 ADDRESSES_PER_NODE = 2
+# The share of a CPU node's vCPUs and memory its pods may ask (the rest the kubelet's reservations, its eviction
+# threshold and the node daemons keep): an estimate for sizing the teams' CPU nodes, not measured here; on a cluster,
+# `kubectl get node NAME -o jsonpath='{.status.allocatable}'` less the DaemonSets' requests.
+ALLOCATABLE_SHARE = 0.85
 # Images known to lack the EFA provider and aws-ofi-nccl (the stock PyTorch images).
 NOT_EFA_READY = ("pytorch/pytorch", "docker.io/pytorch/pytorch", "index.docker.io/pytorch/pytorch")
 _ADMIN_ARN = r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:(role|user|assumed-role)/[\w+=,.@/-]+$"
@@ -470,23 +474,24 @@ class StackConfig(Setting):
 
     @model_validator(mode="after")
     def _team_cpu_nodes_defaults(self, info: ValidationInfo) -> StackConfig:
-        """The teams' CPU nodes take the system nodes' instance types unless set, and unless a maximum is set, room
-        for every team's launchers however each other team spends its CPU-only work's room: a pod asking more than
-        half a node's CPU or memory stands alone on it, so a team's MIN_CPU_QUOTA vCPUs and MIN_MEMORY_QUOTA_GIB GiB
-        make at most 2 x room / node nodes unfit for another team's launcher in each of the two, on the smallest of
-        those types, and its `cpu-only` quota's pods (components/teams.py CPU_ONLY_PODS), fewer than a node's pod slots,
-        one more between them; and unless one
-        is set an unneeded time as long as the GPU pools' longest scale-down-unneeded time and each pool's boot and
-        health gate (a launcher's node, up first, stands empty until its gang's last GPU node has passed the gate)."""
+        """The teams' CPU nodes take the system nodes' instance types unless set, and unless a maximum is set, room for
+        every team's launchers however each other team spends its CPU-only work's room: a pod asking more than half
+        a node's CPU or memory stands alone on it, so a team's MIN_CPU_QUOTA vCPUs and MIN_MEMORY_QUOTA_GIB GiB make
+        at most 2 x room / node nodes unfit for another team's launcher in each of the two, on the smallest of those
+        types (ALLOCATABLE_SHARE of it), and its `cpu-only` quota's pods (components/teams.py CPU_ONLY_PODS), fewer
+        than a node's pod slots, one more between them; and unless one is set an unneeded time as long as the GPU
+        pools' longest scale-down-unneeded time and each pool's boot and health gate (a launcher's node, up first,
+        stands empty until its gang's last GPU node has passed the gate)."""
         nodes = self.team_cpu_nodes
         types = nodes.instance_types or self.cpu_nodes.instance_types
         size = nodes.max_size
         if size is None:
             catalog, _ = _catalog(info)
             facts = [catalog.describe(t) for t in types] if catalog is not None else []
-            vcpus = min((f.vcpus for f in facts), default=0)
-            gib = min((f.memory_mib for f in facts), default=0) / 1024
-            per_team = (2 * MIN_CPU_QUOTA // vcpus + int(2 * MIN_MEMORY_QUOTA_GIB // gib) + 1) if vcpus and gib else 1
+            # what a node has for pods: less the kubelet's reservations and the node daemons (an estimate)
+            vcpus = min((f.vcpus for f in facts), default=0) * ALLOCATABLE_SHARE
+            gib = min((f.memory_mib for f in facts), default=0) / 1024 * ALLOCATABLE_SHARE
+            per_team = int(2 * MIN_CPU_QUOTA // vcpus + 2 * MIN_MEMORY_QUOTA_GIB // gib) + 1 if vcpus and gib else 1
             size = max(1, per_team * len(self.scheduler.teams))
         startups = (
             f"{seconds_of(p.boot_time) + (seconds_of(p.health_gate.timeout) if p.health_gate.enabled else 0)}s"

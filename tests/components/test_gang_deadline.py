@@ -453,3 +453,11 @@ def test_the_cronjob_may_only_list_and_patch_jobs_in_team_namespaces_list_nodes_
             ("kubeflow.org", r) for r in KUBEFLOW_JOB_KINDS.values()
         } | {("batch", "jobs")}
         assert not any(res in ("secrets", "pods/exec", "*") for _, res in verbs)
+
+
+def test_the_gang_deadline_knows_the_teams_cpu_nodes_by_the_programs_label():
+    """The CronJob's script imports nothing of the program: its copy of the label must be the program's, or a
+    launcher selecting the CPU nodes would seem to land on every pool."""
+    from infra.core.names import POOL_LABEL, TEAM_CPU_LABEL
+
+    assert (gang_deadline.TEAM_CPU_LABEL, gang_deadline.POOL_LABEL) == (TEAM_CPU_LABEL, POOL_LABEL)

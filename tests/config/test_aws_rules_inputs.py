@@ -112,7 +112,7 @@ REFUSED = {
         "dev",
         lambda c: (c.update({"higgsfield:vpcCidr": "10.20.0.0/20"}), c["higgsfield:gpuPools"][0].update(maxSize=300)),
         "higgsfield:vpcCidr",
-        "311 nodes",
+        "312 nodes",
     ),
     # the teams' CPU nodes: x86_64 types without GPUs, as the system nodes'
     "team_cpu_nodes_of_a_gpu_type": (

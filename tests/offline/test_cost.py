@@ -30,7 +30,7 @@ def test_small_stack_total_matches_a_hand_computed_figure(project_copy):
     idle = (
         0.10 + 2 * 0.2016 + 2 * 50 * 0.08 / h + (0.045 + 100 * 0.045 / h) + 2 * 1.0 / h + 50 * 0.50 / h
     )  # two KMS keys: Secrets, logs
-    full = idle + 2 * 1.861 + 2 * 150 * 0.08 / h + 17 * 0.2016 + 17 * 100 * 0.08 / h  # and the teams' 17 CPU nodes
+    full = idle + 2 * 1.861 + 2 * 150 * 0.08 / h + 19 * 0.2016 + 19 * 100 * 0.08 / h  # and the teams' 19 CPU nodes
     assert est.total("idle_hour") == pytest.approx(idle)
     assert est.total("full_hour") == pytest.approx(full)
     assert est.unpriced == []

@@ -22,7 +22,6 @@ from botocore import exceptions as aws_errors
 
 from components import storage
 from components.addons import KUBELET_LOG_MONITORS, MONITORS_ANNOTATION, MONITORS_SETTINGS
-from components.cpu_nodes import ON_TEAM_CPU_NODES
 from components.identity import POD_IDENTITY_SERVICE, SESSION_TAGS
 from components.karpenter import CLUSTER_NAME_TAG, NODECLASS_TAG, NODEPOOL_TAG, karpenter_policy
 from components.karpenter import CONTROLLER_IMAGE as KARPENTER_IMAGE
@@ -36,7 +35,7 @@ from infra.core import names, versions
 from infra.offline import crd_schemas
 from infra.offline.diff import BUCKET_VERSIONING, REPOSITORY
 from infra.offline.evaluate import COMPUTED
-from infra.offline.pods import request_in_full
+from infra.offline.pods import on_team_cpu_nodes, request_in_full
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -2146,8 +2145,7 @@ def cpu_only_job(team: Any, priority_class: str | None, *, on_gpu_nodes: bool = 
     if on_gpu_nodes:
         spec["activeDeadlineSeconds"] = names.LONGEST_POD_DEADLINE
     else:
-        spec["nodeSelector"] = dict(ON_TEAM_CPU_NODES["nodeSelector"])
-        spec["tolerations"] = [dict(t) for t in ON_TEAM_CPU_NODES["tolerations"]]
+        on_team_cpu_nodes(spec)
     spec["restartPolicy"] = "Never"  # a Job's pods may not restart Always (the API server's validation)
     return {
         "apiVersion": "batch/v1",
