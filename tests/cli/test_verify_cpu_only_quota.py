@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import copy
 
-from components import tenancy
+import pytest
+
 from components.teams import rules_of
 from infra.cli.verify import checks
 from infra.core import names
@@ -201,16 +202,17 @@ def test_the_cpu_only_job_is_refused_by_the_team_policy_for_its_deadline_alone(p
         assert denied_by(job, rules) == []
 
 
-def test_the_job_without_gpus_on_the_gpu_nodes_is_refused_by_the_team_policy_for_that_alone(plan):
-    """So that dry run too is refused for what it does wrong (a pod without GPUs on a GPU node), and nothing else:
-    on the teams' CPU nodes with its deadline, every team policy admits it."""
+@pytest.mark.parametrize("fault", sorted(set(checks.CPU_ONLY_FAULTS) - {"deadline"}))
+def test_each_job_without_gpus_the_tenant_attacks_try_is_refused_by_the_team_policy_for_its_fault_alone(plan, fault):
+    """So each dry run is refused for what it does wrong (on the GPU nodes, for kube-scheduler on the teams' CPU nodes,
+    tolerating their taint without selecting them), and nothing else."""
     from tests.security.test_tenancy import denied_by
 
+    mark = checks.CPU_ONLY_FAULTS[fault][2]
     for team in plan.config.scheduler.teams:
         rules = rules_of(team, plan.config.scheduler.priority_classes, pools=plan.config.gpu_pools)
-        job = checks.cpu_only_job(team, checks.plain_class(plan.config, team), on_gpu_nodes=True)
-        refused = denied_by(job, rules)
-        assert len(refused) == 1 and refused[0].startswith(tenancy.WITHOUT_GPUS_OFF_GPU_NODES), refused
+        refused = denied_by(checks.cpu_only_job(team, checks.plain_class(plan.config, team), fault), rules)
+        assert len(refused) == 1 and refused[0].startswith(mark), refused
 
 
 def test_the_tenant_attacks_see_the_cpu_only_job_refused_for_its_deadline(ctx, cluster):
@@ -220,6 +222,13 @@ def test_the_tenant_attacks_see_the_cpu_only_job_refused_for_its_deadline(ctx, c
         outcome.evidence
     )
     assert "vision: a Job without GPUs on the GPU nodes refused (403) for asking no GPU there" in outcome.evidence
+    assert "vision: a Job without GPUs on the teams' CPU nodes for kube-scheduler refused (403) for its scheduler" in (
+        outcome.evidence
+    )
+    assert (
+        "vision: a Job without GPUs tolerating the teams' CPU nodes without selecting them refused (403) for its "
+        "selector" in outcome.evidence
+    )
     assert ("POST", "/apis/batch/v1/namespaces/vision/jobs?dryRun=All&fieldValidation=Strict") in cluster.requests
     assert not [k for k in cluster.objects if k[2] == "jobs"]
 

@@ -28,7 +28,12 @@ from components.karpenter import CONTROLLER_IMAGE as KARPENTER_IMAGE
 from components.karpenter import DEPLOYMENT as KARPENTER_DEPLOYMENT
 from components.karpenter import NAMESPACE as KARPENTER_NAMESPACE
 from components.karpenter import SERVICE_ACCOUNT as KARPENTER_ACCOUNT
-from components.tenancy import SCHEDULER, WITHOUT_GPUS_OFF_GPU_NODES
+from components.tenancy import (
+    ON_TEAM_CPU_NODES_BY_VOLCANO,
+    SCHEDULER,
+    SELECTS_TEAM_CPU_NODES,
+    WITHOUT_GPUS_OFF_GPU_NODES,
+)
 from infra.cli.preflight import DENIED_CODES
 from infra.cli.verify import Outcome, Spec, failed, passed, skipped
 from infra.core import names, versions
@@ -2135,17 +2140,40 @@ def gpu_daemon_set(team: Any, priority_class: str | None) -> dict:
 DEADLINE_FIELD = "spec.activeDeadlineSeconds"  # what the team policy's refusal of a pod without one names
 
 
-def cpu_only_job(team: Any, priority_class: str | None, *, on_gpu_nodes: bool = False) -> dict:
-    """A suspended batch Job whose pod asks no GPU, placed where the team policy admits such a pod, on the teams' CPU
-    nodes, and setting no activeDeadlineSeconds: the CPU-only quota (scope Terminating) would not count it
-    (docs/design/tenancy.md, "Pods without GPUs run to a deadline"). `on_gpu_nodes`: placed on the GPU nodes instead
-    (as gpu_daemon_set's pod is) with the deadline set, where a pod without GPUs would hold a node its team's GPUs do
-    not pay for. Otherwise one the team policy admits, its container's requests the trial job's."""
+# What a Job without GPUs does wrong in each of kube.tenant-attacks' dry runs, with the phrase of the team policy's
+# refusal for it: run to no deadline on the teams' CPU nodes, run on the GPU nodes, be bound by another scheduler
+# there, or tolerate their taint without selecting them.
+CPU_ONLY_FAULTS = {
+    "deadline": ("a Job without GPUs on the teams' CPU nodes and no deadline", "its deadline", DEADLINE_FIELD),
+    "gpu-nodes": ("a Job without GPUs on the GPU nodes", "asking no GPU there", WITHOUT_GPUS_OFF_GPU_NODES),
+    "scheduler": (
+        "a Job without GPUs on the teams' CPU nodes for kube-scheduler",
+        "its scheduler",
+        ON_TEAM_CPU_NODES_BY_VOLCANO,
+    ),
+    "selector": (
+        "a Job without GPUs tolerating the teams' CPU nodes without selecting them",
+        "its selector",
+        SELECTS_TEAM_CPU_NODES,
+    ),
+}
+
+
+def cpu_only_job(team: Any, priority_class: str | None, fault: str = "deadline") -> dict:
+    """A suspended batch Job whose pod asks no GPU and does one thing wrong (CPU_ONLY_FAULTS): by default it runs on
+    the teams' CPU nodes to no activeDeadlineSeconds, so the CPU-only quota (scope Terminating) would not count it
+    (docs/design/tenancy.md, "Pods without GPUs run to a deadline"); `gpu-nodes`: on the GPU nodes (as
+    gpu_daemon_set's pod is), where a pod without GPUs would hold a node its team's GPUs do not pay for. Otherwise one
+    the team policy admits, its container's requests the trial job's."""
     spec = _on_gpu_nodes(team, priority_class)
-    if on_gpu_nodes:
-        spec["activeDeadlineSeconds"] = names.LONGEST_POD_DEADLINE
-    else:
+    if fault != "gpu-nodes":
         on_team_cpu_nodes(spec)
+    if fault != "deadline":
+        spec["activeDeadlineSeconds"] = names.LONGEST_POD_DEADLINE
+    if fault == "scheduler":
+        spec.pop("schedulerName")
+    if fault == "selector":
+        spec.pop("nodeSelector")
     spec["restartPolicy"] = "Never"  # a Job's pods may not restart Always (the API server's validation)
     return {
         "apiVersion": "batch/v1",
@@ -2179,8 +2207,8 @@ def _refused(ctx: Any, group: str, version: str, namespace: str, plural: str, bo
 def tenant_attacks(ctx: Any) -> Outcome:
     """Each team submits, as dry runs the API server must refuse: a PodGroup to a queue not its own, a
     TFJob under a name only a PyTorchJob may take, one that would keep its pods once finished, one
-    handed to another controller, one whose pods carry a finalizer, a DaemonSet on the GPU nodes, a Job of pods
-    without GPUs there, and one on the teams' CPU nodes that run to no deadline."""
+    handed to another controller, one whose pods carry a finalizer, a DaemonSet on the GPU nodes, and Jobs of pods
+    without GPUs each doing one thing wrong (CPU_ONLY_FAULTS)."""
     teams = ctx.config.scheduler.teams
     problems, seen = [], []
     for team in teams:
@@ -2202,11 +2230,8 @@ def tenant_attacks(ctx: Any) -> Outcome:
         (seen if verdict else problems).append(f"{team.name}: {what} {verdict or 'was admitted (dry run)'}")
         # each refused for the one thing it does wrong (a test checks that against the policy's CEL): a refusal for
         # anything else would pass on a policy without the rule
-        for on_gpu_nodes, what, why, mark in (
-            (False, "a Job without GPUs on the teams' CPU nodes and no deadline", "its deadline", DEADLINE_FIELD),
-            (True, "a Job without GPUs on the GPU nodes", "asking no GPU there", WITHOUT_GPUS_OFF_GPU_NODES),
-        ):
-            job = cpu_only_job(team, plain_class(ctx.config, team), on_gpu_nodes=on_gpu_nodes)
+        for fault, (what, why, mark) in CPU_ONLY_FAULTS.items():
+            job = cpu_only_job(team, plain_class(ctx.config, team), fault)
             refusal = _refusal(ctx, "batch", "v1", team.name, "jobs", job)
             if refusal is None:
                 problems.append(f"{team.name}: {what} was admitted (dry run)")
