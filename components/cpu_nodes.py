@@ -10,7 +10,14 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from components.nodes import MAX_UNAVAILABLE_NODES, NodeVersion, launch_template
+from components.nodes import (
+    MAX_UNAVAILABLE_NODES,
+    NodeVersion,
+    autoscaling_group_name,
+    launch_template,
+    node_template_tags,
+    tag_autoscaling_group,
+)
 from infra.config import SYSTEM_TAINT_EFFECT, SYSTEM_TAINT_KEY
 from infra.core.names import AUTOSCALER_TEMPLATE, SCALE_DOWN_UNNEEDED_TAG, TEAM_CPU_LABEL, TEAM_CPU_TAINT_KEY
 
@@ -120,13 +127,9 @@ class CpuNodes(pulumi.ComponentResource):
                 parent=self, depends_on=list(args.depends_on), ignore_changes=["scalingConfig.desiredSize"]
             ),
         )
-        asg_name = self.node_group.resources.apply(lambda r: r[0].autoscaling_groups[0].name)  # type: ignore[index]
-        for key, value in args.autoscaler_tags.items():
-            aws.autoscaling.Tag(
-                f"{name}-asg-{key.removeprefix(AUTOSCALER_TEMPLATE + '/').replace('/', '-')}",
-                autoscaling_group_name=asg_name,
-                tag=aws.autoscaling.TagTagArgs(key=key, value=value, propagate_at_launch=False),
-                opts=pulumi.ResourceOptions(parent=self),
+        if args.autoscaler_tags:
+            tag_autoscaling_group(
+                name, autoscaling_group_name(self.node_group), args.autoscaler_tags, pulumi.ResourceOptions(parent=self)
             )
         self.register_outputs({"node_group_name": self.node_group.node_group_name})
 
@@ -135,9 +138,8 @@ def team_cpu_autoscaler_tags(scale_down_unneeded_time: str) -> dict[str, str]:
     """The teams' CPU nodes as the autoscaler plans one while the group has none (their label, taint and ephemeral
     storage), and how long one stays empty before it goes (higgsfield:teamCpuNodes.scaleDownUnneededTime: a gang's
     launcher's node, bought first, stands empty until Volcano binds the whole gang)."""
-    tags = {f"{AUTOSCALER_TEMPLATE}/label/{k}": v for k, v in TEAM_CPU_LABELS.items()}
-    tags[f"{AUTOSCALER_TEMPLATE}/taint/{TEAM_CPU_TAINT['key']}"] = (
-        f"{TEAM_CPU_TAINT['value']}:{TEAM_CPU_TAINT['effect']}"
+    tags = node_template_tags(
+        TEAM_CPU_LABELS, [(TEAM_CPU_TAINT["key"], TEAM_CPU_TAINT["value"], TEAM_CPU_TAINT["effect"])]
     )
     tags[f"{AUTOSCALER_TEMPLATE}/resources/ephemeral-storage"] = f"{TEAM_CPU_EPHEMERAL_STORAGE_GIB}Gi"
     tags[SCALE_DOWN_UNNEEDED_TAG] = scale_down_unneeded_time

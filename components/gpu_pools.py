@@ -10,7 +10,14 @@ import pulumi
 import pulumi_aws as aws
 
 from components.efa import EFA_HUGEPAGES_2MI, EfaFabric, efa_interfaces_for, efa_resources, node_user_data
-from components.nodes import MAX_UNAVAILABLE_NODES, NodeVersion, launch_template
+from components.nodes import (
+    MAX_UNAVAILABLE_NODES,
+    NodeVersion,
+    autoscaling_group_name,
+    launch_template,
+    node_template_tags,
+    tag_autoscaling_group,
+)
 from infra.config import GPU_TAINT_KEY, STARTUP_TAINT_KEY, GpuPool, Taint
 from infra.config import gpu_pools as pool_settings  # now(): the one clock windows are read against
 from infra.core import versions
@@ -214,8 +221,7 @@ def autoscaler_template_tags(pool: GpuPool) -> dict[str, str]:
     (scale from zero): its labels (the accelerator label included), taints and extended
     resources, and the pool's own scale-down-unneeded time. Managed node group tags do not
     reach the Auto Scaling group, so they are written onto the ASG itself."""
-    tags = {f"{AUTOSCALER_TEMPLATE}/label/{k}": v for k, v in pool_labels(pool).items()}
-    tags.update({f"{AUTOSCALER_TEMPLATE}/taint/{t.key}": f"{t.value}:{t.effect}" for t in pool_taints(pool)})
+    tags = node_template_tags(pool_labels(pool), ((t.key, t.value, t.effect) for t in pool_taints(pool)))
     tags.update({f"{AUTOSCALER_TEMPLATE}/resources/{k}": v for k, v in pool_resources(pool).items()})
     if pool.health_gate.enabled:
         # The node as jobs will find it: passed, so without the gate's pod, which requests every
@@ -339,7 +345,7 @@ class GpuPoolGroup(pulumi.ComponentResource):
                 ignore_changes=[] if fixed else ["scalingConfig.desiredSize"],
             ),
         )
-        asg_name = self.node_group.resources.apply(lambda r: r[0].autoscaling_groups[0].name)
+        asg_name = autoscaling_group_name(self.node_group)
         # the pool on its ASG too: the health gate may mark instances Unhealthy only in groups of replacing pools
         aws.autoscaling.Tag(
             f"{name}-asg-pool",
@@ -360,11 +366,5 @@ class GpuPoolGroup(pulumi.ComponentResource):
                 recurrence=action.recurrence,
                 opts=child,
             )
-        for key, value in autoscaler_template_tags(pool).items():
-            aws.autoscaling.Tag(
-                f"{name}-asg-{key.removeprefix(AUTOSCALER_TEMPLATE + '/').replace('/', '-')}",
-                autoscaling_group_name=asg_name,
-                tag=aws.autoscaling.TagTagArgs(key=key, value=value, propagate_at_launch=False),
-                opts=child,
-            )
+        tag_autoscaling_group(name, asg_name, autoscaler_template_tags(pool), child)
         self.register_outputs({"node_group_name": self.node_group.node_group_name})

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,6 +10,8 @@ import pulumi
 import pulumi_aws as aws
 
 from components.identity import trust_policy
+from infra.config.names import asg_tag_resource_name
+from infra.core.names import AUTOSCALER_TEMPLATE
 
 # Managed policies a node needs, and nothing more: join the cluster, pull images, and the
 # VPC CNI's ENI management (aws-node runs with the node's credentials).
@@ -67,6 +69,34 @@ class NodeRole(pulumi.ComponentResource):
         # A node group may only start once its role can pull images and join.
         self.ready: list[pulumi.Resource] = [role, *attachments]
         self.register_outputs({"arn": self.arn})
+
+
+def node_template_tags(labels: Mapping[str, str], taints: Iterable[tuple[str, str, str]]) -> dict[str, str]:
+    """The Cluster Autoscaler's node-template tags of a group's labels and taints (key, value, effect): what it
+    reads off the ASG to plan a node of a group that has none (cluster-autoscaler/cloudprovider/aws/README.md
+    @cluster-autoscaler-1.35.2)."""
+    tags = {f"{AUTOSCALER_TEMPLATE}/label/{k}": v for k, v in labels.items()}
+    tags.update({f"{AUTOSCALER_TEMPLATE}/taint/{key}": f"{value}:{effect}" for key, value, effect in taints})
+    return tags
+
+
+def autoscaling_group_name(node_group: aws.eks.NodeGroup) -> pulumi.Output[Any]:
+    """The name of the ASG EKS made for a managed node group."""
+    return node_group.resources.apply(lambda r: r[0].autoscaling_groups[0].name)  # type: ignore[index]
+
+
+def tag_autoscaling_group(
+    group: str, asg_name: pulumi.Input[str], tags: Mapping[str, str], opts: pulumi.ResourceOptions
+) -> None:
+    """Write `tags` onto a managed node group's ASG, one aws.autoscaling.Tag each (asg_tag_resource_name), not
+    propagated to its instances: managed node group tags do not reach the ASG, where the autoscaler reads them."""
+    for key, value in tags.items():
+        aws.autoscaling.Tag(
+            asg_tag_resource_name(group, key),
+            autoscaling_group_name=asg_name,
+            tag=aws.autoscaling.TagTagArgs(key=key, value=value, propagate_at_launch=False),
+            opts=opts,
+        )
 
 
 def launch_template(

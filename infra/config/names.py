@@ -75,12 +75,15 @@ def volume_names(cfg: StackConfig) -> list[tuple[str, str, str]]:
     return found
 
 
+def asg_tag_resource_name(group: str, key: str) -> str:
+    """The aws.autoscaling.Tag resource name of node group `group`'s ASG tag `key` (components/nodes.py
+    tag_autoscaling_group): the key without the node-template prefix, its slashes as dashes."""
+    return f"{group}-asg-{key.removeprefix(AUTOSCALER_TEMPLATE + '/').replace('/', '-')}"
+
+
 def pool_tag_resource_names(group: str, template_tags: list[str]) -> list[str]:
     """The aws.autoscaling.Tag resource names of GPU pool group `group` (components/gpu_pools.py)."""
-    return [
-        f"{group}-asg-pool",
-        *(f"{group}-asg-{key.removeprefix(AUTOSCALER_TEMPLATE + '/').replace('/', '-')}" for key in template_tags),
-    ]
+    return [f"{group}-asg-pool", *(asg_tag_resource_name(group, key) for key in template_tags)]
 
 
 def _pool_names(cfg: StackConfig) -> Iterator[tuple[str, str]]:
