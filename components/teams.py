@@ -15,8 +15,8 @@ from components.kubernetes_objects import KubernetesObject, KubernetesPatch
 from components.observability import EBS_STORAGE_CLASS
 from components.storage import DATASET_CLAIM, PVC_NAME
 from components.tenancy import TeamRules, limit_range_defaults
-from infra.config import DEFAULT_PRIORITY_CLASS, GpuPool, PriorityClassSpec, Team
-from infra.config.scheduler import MIN_CPU_QUOTA, MIN_MEMORY_QUOTA_GIB
+from infra.config import CPU_SERVICE_PRIORITY_CLASS, DEFAULT_PRIORITY_CLASS, GpuPool, PriorityClassSpec, Team
+from infra.config.scheduler import CPU_SERVICE_CPU, CPU_SERVICE_MEMORY_GIB, MIN_CPU_QUOTA, MIN_MEMORY_QUOTA_GIB
 from infra.core.names import KUBEFLOW_GROUP, KUBEFLOW_JOB_KINDS
 
 # Objects a team namespace may hold at most (ours: far above what jobs make, far below what fills
@@ -49,6 +49,7 @@ EBS_CLASSES = (EBS_STORAGE_CLASS, "gp2")
 # cpuQuota's room (infra/config/scheduler.py MIN_CPU_QUOTA): fewer than any node's pod slots, so that one team's
 # pods of a millicore each fill no teams' CPU node's slots (infra/config/stack.py _team_cpu_nodes_defaults).
 CPU_ONLY_PODS = 16
+CPU_SERVICE_PODS = 4  # of them, a team's services without GPUs (cpu_service_quota)
 
 
 def compute_quota(team: Team, pools: Sequence[GpuPool]) -> dict:
@@ -117,24 +118,49 @@ def plain_gpu_quota(team: Team, rules: TeamRules) -> dict:
 
 
 def cpu_only_quota(team: Team) -> dict:
-    """What the namespace's pods without GPUs may ask in all: CPU-only work's room (MIN_CPU_QUOTA vCPUs and
-    MIN_MEMORY_QUOTA_GIB GiB, within the team's quota, and CPU_ONLY_PODS pods), the MPI launchers included. The team
-    policy has every such pod set a deadline and no GPU pod set one (tenancy.node_share_validations), so the
-    Terminating scope (a pod whose spec.activeDeadlineSeconds is set) is exactly them. Without it the compute
-    quota's CPU and memory, sized by the team's GPUs, could all go to pods without GPUs, packed onto nodes the
-    team's GPU pods then do not fit: twice its share of nodes. Pods already running are counted as they are and
-    refused nothing."""
+    """What the namespace's pods without GPUs but its services may ask in all: CPU-only work's room (MIN_CPU_QUOTA
+    vCPUs and MIN_MEMORY_QUOTA_GIB GiB, within the team's quota, and CPU_ONLY_PODS pods) less its services' part
+    (cpu_service_quota), the MPI launchers included. The team policy has every such pod set a deadline and no GPU
+    pod or service set one (tenancy.node_share_validations), so the Terminating scope (a pod whose
+    spec.activeDeadlineSeconds is set) is exactly them. Without it the compute quota's CPU and memory, sized by the
+    team's GPUs, could all go to pods without GPUs, packed onto nodes the team's GPU pods then do not fit: twice its
+    share of nodes. Pods already running are counted as they are and refused nothing."""
     return {
         "apiVersion": "v1",
         "kind": "ResourceQuota",
         "metadata": {"name": tenancy.CPU_ONLY_QUOTA, "namespace": team.name},
         "spec": {
             "hard": {
-                "requests.cpu": str(min(team.cpu_quota, MIN_CPU_QUOTA)),
-                "requests.memory": f"{min(team.memory_quota_gib, MIN_MEMORY_QUOTA_GIB)}Gi",
-                "pods": str(CPU_ONLY_PODS),
+                "requests.cpu": str(min(team.cpu_quota, MIN_CPU_QUOTA - CPU_SERVICE_CPU)),
+                "requests.memory": f"{min(team.memory_quota_gib, MIN_MEMORY_QUOTA_GIB - CPU_SERVICE_MEMORY_GIB)}Gi",
+                "pods": str(CPU_ONLY_PODS - CPU_SERVICE_PODS),
             },
             "scopes": ["Terminating"],
+        },
+    }
+
+
+def cpu_service_quota(team: Team) -> dict:
+    """What the namespace's services without GPUs may ask in all: CPU-only work's room's other part (CPU_SERVICE_CPU
+    vCPUs, CPU_SERVICE_MEMORY_GIB GiB, CPU_SERVICE_PODS pods). A Deployment's pods cannot carry the deadline the
+    `cpu-only` quota counts by, so the policy has them name the platform's class of services without GPUs
+    (CPU_SERVICE_PRIORITY_CLASS, tenancy.node_share_validations) and this quota counts that class: together the two
+    quotas hold no more than CPU-only work's room, which the teams' CPU nodes' maxSize is sized by."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": tenancy.CPU_SERVICE_QUOTA, "namespace": team.name},
+        "spec": {
+            "hard": {
+                "requests.cpu": str(min(team.cpu_quota, CPU_SERVICE_CPU)),
+                "requests.memory": f"{min(team.memory_quota_gib, CPU_SERVICE_MEMORY_GIB)}Gi",
+                "pods": str(CPU_SERVICE_PODS),
+            },
+            "scopeSelector": {
+                "matchExpressions": [
+                    {"scopeName": "PriorityClass", "operator": "In", "values": [CPU_SERVICE_PRIORITY_CLASS]}
+                ]
+            },
         },
     }
 
@@ -169,8 +195,9 @@ def rules_of(
     pools: Sequence[GpuPool] = (),
     grace_seconds: int | None = None,
 ) -> TeamRules:
-    """What the team's admission policy allows: its classes, and the platform's default class that
-    the API server writes into a pod naming none (components/training.py priority_classes); the
+    """What the team's admission policy allows: its classes, the platform's default class that
+    the API server writes into a pod naming none and its class of services without GPUs (components/training.py
+    priority_classes); the
     Service types it is given; whether the stack has public load balancers; the GPUs of each pool's nodes;
     the pods' grace (higgsfield:checkpoints.terminationGracePeriod, its default where None)."""
     serving = {c.name for c in classes if c.workload == "serving"}
@@ -179,7 +206,7 @@ def rules_of(
     return TeamRules(
         name=team.name,
         queue=team.queue,
-        priority_classes=(*team.priority_classes, DEFAULT_PRIORITY_CLASS),
+        priority_classes=(*team.priority_classes, DEFAULT_PRIORITY_CLASS, CPU_SERVICE_PRIORITY_CLASS),
         uid=team.uid,
         serving_classes=tuple(c for c in team.priority_classes if c in serving),
         training_classes=tuple(c for c in team.priority_classes if c in training),
@@ -310,6 +337,11 @@ class Teams(pulumi.ComponentResource):
             obj(
                 tenancy.CPU_ONLY_QUOTA,
                 cpu_only_quota(team),
+                pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns, defaults]),
+            )
+            obj(
+                tenancy.CPU_SERVICE_QUOTA,
+                cpu_service_quota(team),
                 pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns, defaults]),
             )
             for cls in args.priority_classes:

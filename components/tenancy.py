@@ -26,7 +26,14 @@ from dataclasses import dataclass, field
 from components import gang_deadline
 from components.kubernetes_objects import deny_binding
 from components.workloads import ELASTIC_ROOM_METRIC
-from infra.config import DEFAULT_PRIORITY_CLASS, GPU_TAINT_KEY, STARTUP_TAINT_KEY, SYSTEM_TAINT_KEY, Team
+from infra.config import (
+    CPU_SERVICE_PRIORITY_CLASS,
+    DEFAULT_PRIORITY_CLASS,
+    GPU_TAINT_KEY,
+    STARTUP_TAINT_KEY,
+    SYSTEM_TAINT_KEY,
+    Team,
+)
 from infra.config.checkpoints import Checkpoints
 from infra.core.names import (
     CLEAN_POD_POLICIES,
@@ -383,6 +390,11 @@ def _tolerates_team_cpu(spec: str) -> str:
     return f"(has({spec}.tolerations) && {spec}.tolerations.exists(t, has(t.key) && t.key == '{TEAM_CPU_TAINT_KEY}'))"
 
 
+def _is_cpu_service(spec: str) -> str:
+    """A pod spec of the platform's class of services without GPUs."""
+    return f"(has({spec}.priorityClassName) && {spec}.priorityClassName == '{CPU_SERVICE_PRIORITY_CLASS}')"
+
+
 def _takes_a_team_node(spec: str) -> str:
     """A pod spec that may be placed on a node teams share by the platform's rules: a GPU node (above), or one of the
     teams' CPU nodes (it tolerates their taint), where a pod without GPUs runs."""
@@ -397,6 +409,9 @@ NODE_PINS = {DO_NOT_DISRUPT: "true", SAFE_TO_EVICT: "false"}
 
 
 CPU_ONLY_QUOTA = "cpu-only"  # the ResourceQuota on a namespace's pods without GPUs (components/teams.py)
+CPU_SERVICE_QUOTA = "cpu-services"  # the ResourceQuota on its services without GPUs (components/teams.py)
+# How the team policy's refusal of a pod of the class of services without GPUs outside its one shape starts.
+CPU_SERVICES_SHAPE = f"pods of {CPU_SERVICE_PRIORITY_CLASS} are"
 # How the team policy's refusal of a pod without GPUs on a GPU node starts (node_share_validations): `higgsfield
 # verify` kube.tenant-attacks tells that refusal from another by it.
 WITHOUT_GPUS_OFF_GPU_NODES = "a pod without GPUs runs on the teams' CPU nodes"
@@ -801,14 +816,18 @@ def node_share_validations(team: TeamRules) -> list[dict]:
             # little CPU) could then not join, about twice the GPUs' share of nodes. A deadline is the one mark of a
             # pod a ResourceQuota scope reads and a pod cannot lose (Terminating); the CPU-only quota holds such
             # pods to CPU-only work's room (components/teams.py cpu_only_quota).
+            # A service's pods (a Deployment's) cannot carry one: they name the platform's class of services without
+            # GPUs instead, which the `cpu-services` quota counts, and no deadline, so that each such pod is in one
+            # of the two quotas.
             "expression": f"variables.specs_kept || variables.specs.all(s, !{_takes_a_team_node('s')} || "
-            f"(({_POD_GPUS} > 0.0) != has(s.activeDeadlineSeconds)))",
+            f"({_POD_GPUS} > 0.0 ? !has(s.activeDeadlineSeconds) : "
+            f"has(s.activeDeadlineSeconds) != {_is_cpu_service('s')}))",
             "message": "a pod without GPUs on the teams' CPU nodes sets spec.activeDeadlineSeconds (its own: a "
             "template's spec, not a Job's spec or a Kubeflow job's runPolicy; any, up to "
-            f"{LONGEST_POD_DEADLINE}) and a pod with GPUs none: the deadline counts it in the namespace's "
-            f"`{CPU_ONLY_QUOTA}` quota, CPU-only work's room, so that pods without GPUs hold no more CPU nodes than "
-            "that room (a Deployment's, ReplicaSet's, StatefulSet's, DaemonSet's or ReplicationController's pods "
-            "cannot carry one: run that work in a Job, or beside a GPU container)",
+            f"{LONGEST_POD_DEADLINE}), or, a Deployment's service, priorityClassName {CPU_SERVICE_PRIORITY_CLASS} "
+            f"and no deadline; a pod with GPUs sets none: the deadline counts it in the namespace's "
+            f"`{CPU_ONLY_QUOTA}` quota, the class in its `{CPU_SERVICE_QUOTA}` quota, CPU-only work's room, so that "
+            "pods without GPUs hold no more CPU nodes than that room",
             "reason": "Forbidden",
         },
         {
@@ -822,6 +841,24 @@ def node_share_validations(team: TeamRules) -> list[dict]:
             "has(object.spec.activeDeadlineSeconds) == has(oldObject.spec.activeDeadlineSeconds)",
             "message": "a pod's activeDeadlineSeconds is set when it is created, not added by an update: the "
             f"`{CPU_ONLY_QUOTA}` quota counts a pod with one at its creation only",
+            "reason": "Forbidden",
+        },
+        {
+            # The class is the mark the `cpu-services` quota counts by, so it goes on a service without GPUs and on
+            # nothing else: a Deployment's (or its ReplicaSet's) pods, asking no GPU, EFA or huge pages, on the
+            # teams' CPU nodes. A Job's or a Kubeflow job's pods run to a deadline instead, and a StatefulSet's,
+            # DaemonSet's or ReplicationController's have no place: the Cluster Autoscaler drains a ReplicaSet's pods
+            # when it empties a node (rules/replicated/rule.go, kubernetes/autoscaler@cluster-autoscaler-1.35.2).
+            "expression": f"variables.specs.all(s, !{_is_cpu_service('s')} || ("
+            f"object.kind in {_list(['Deployment', 'ReplicaSet', 'Pod'])} && "
+            "(object.kind != 'Pod' || (has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists("
+            "r, has(r.controller) && r.controller == true && r.kind == 'ReplicaSet'))) && "
+            f"{_POD_GPUS} == 0.0 && !{_takes_a_gpu_node('s')} && {_tolerates_team_cpu('s')} && "
+            "!has(s.activeDeadlineSeconds)))",
+            "message": f"{CPU_SERVICES_SHAPE} a Deployment's services without GPUs on the teams' CPU nodes: a "
+            "Deployment (its ReplicaSet's pods), no GPU, EFA or huge pages, no toleration of the "
+            f"{GPU_TAINT_KEY} taint, a toleration of the {TEAM_CPU_TAINT_KEY} taint, no deadline (a Job's pods "
+            f"without GPUs set activeDeadlineSeconds instead and count in the `{CPU_ONLY_QUOTA}` quota)",
             "reason": "Forbidden",
         },
         {

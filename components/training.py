@@ -30,7 +30,7 @@ from components.charts import helm_release
 from components.cpu_nodes import SYSTEM_LABELS, SYSTEM_TOLERATION
 from components.demand import queue_spec
 from components.kubernetes_objects import KubernetesObject, KubernetesPatch, preview_reads
-from infra.config import DEFAULT_PRIORITY_CLASS, GpuPool, PriorityClassSpec, Queue
+from infra.config import CPU_SERVICE_PRIORITY_CLASS, DEFAULT_PRIORITY_CLASS, GpuPool, PriorityClassSpec, Queue
 from infra.core import versions
 from infra.core.names import HOSTNAME_LABEL, WORKLOAD_LABEL
 from infra.core.versions import Chart
@@ -160,7 +160,8 @@ _DESCRIPTIONS = {
 
 
 def priority_classes(classes: Sequence[PriorityClassSpec]) -> list[dict]:
-    """The stack's PriorityClasses, and the platform's default for pods that name none.
+    """The stack's PriorityClasses, the platform's default for pods that name none, and its class of the teams'
+    services without GPUs (infra/config/scheduler.py CPU_SERVICE_PRIORITY_CLASS).
 
     Only a serving class preempts (`PreemptLowerPriority`). The default class exists because the
     Priority admission plugin gives a pod without priorityClassName the globalDefault class's name,
@@ -180,7 +181,17 @@ def priority_classes(classes: Sequence[PriorityClassSpec]) -> list[dict]:
             "globalDefault": True,
             "description": "Higgsfield default for pods that name no class: priority 0 (Kubernetes' own default), "
             "never preempts",
-        }
+        },
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": CPU_SERVICE_PRIORITY_CLASS, "labels": {WORKLOAD_LABEL: "cpu-service"}},
+            "value": 0,
+            "preemptionPolicy": "Never",
+            "globalDefault": False,
+            "description": "Higgsfield services without GPUs: a Deployment's pods on the teams' CPU nodes, in their "
+            "team's cpu-services quota; priority 0, never preempts",
+        },
     ]
     for cls in classes:
         manifests.append(

@@ -115,6 +115,7 @@ from infra.config.observability import (  # noqa: F401
     Positive,
 )
 from infra.config.scheduler import (  # noqa: F401
+    CPU_SERVICE_PRIORITY_CLASS,
     DEFAULT_PRIORITY_CLASS,
     RESERVED_NAMESPACE_PREFIXES,
     RESERVED_NAMESPACES,

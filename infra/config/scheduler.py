@@ -57,6 +57,10 @@ WORKLOADS: tuple[str, ...] = ("training", "serving", "evaluation")
 # preemptionPolicy PreemptLowerPriority and could preempt (infra/offline/preemption.py). Config may not
 # use the name, nor the platform's higgsfield- prefix.
 DEFAULT_PRIORITY_CLASS = "higgsfield-default"
+# The platform's PriorityClass of a team's services without GPUs (a Deployment's pods on the teams' CPU nodes, which
+# cannot carry the deadline that marks the other pods without GPUs): its own quota scope (components/teams.py
+# cpu_service_quota), never preempts.
+CPU_SERVICE_PRIORITY_CLASS = "higgsfield-cpu-service"
 
 
 class PriorityClassSpec(Setting):
@@ -107,6 +111,9 @@ TEAM_UID_MIN, TEAM_UID_MAX = 1000, 2_147_483_647
 # (data preparation, evaluation): a quota above the team's share would let it hold more GPU nodes
 # than its GPUs would, with pods that request no GPU. The default is that most.
 MIN_CPU_QUOTA, MIN_MEMORY_QUOTA_GIB = 16, 64
+# The part of that room a team's services without GPUs may ask (CPU_SERVICE_PRIORITY_CLASS); its jobs' pods without
+# GPUs ask the rest.
+CPU_SERVICE_CPU, CPU_SERVICE_MEMORY_GIB = 4, 16
 MAX_CPU_QUOTA, MAX_MEMORY_QUOTA_GIB = 10_000_000, 1_000_000_000
 
 

@@ -478,7 +478,8 @@ class StackConfig(Setting):
         every team's launchers however each other team spends its CPU-only work's room: a pod asking more than half
         a node's CPU or memory stands alone on it, so a team's MIN_CPU_QUOTA vCPUs and MIN_MEMORY_QUOTA_GIB GiB make
         at most 2 x room / node nodes unfit for another team's launcher in each of the two, on the smallest of those
-        types (ALLOCATABLE_SHARE of it), and its `cpu-only` quota's pods (components/teams.py CPU_ONLY_PODS), fewer
+        types (ALLOCATABLE_SHARE of it), and its `cpu-only` and `cpu-services` quotas' pods (components/teams.py
+        CPU_ONLY_PODS in all), fewer
         than a node's pod slots, one more between them; and unless one is set an unneeded time as long as the GPU
         pools' longest scale-down-unneeded time and each pool's boot and health gate (a launcher's node, up first,
         stands empty until its gang's last GPU node has passed the gate)."""

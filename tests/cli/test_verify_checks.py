@@ -35,7 +35,7 @@ from moto.core.base_backend import BackendDict, BaseBackend
 
 from components.cluster import CONTROL_PLANE_LOG_TYPES
 from components.karpenter import queue_policy
-from components.teams import cpu_only_quota
+from components.teams import cpu_only_quota, cpu_service_quota
 from components.tenancy import team_group
 from infra.cli import verify
 from infra.cli.verify import checks, connect
@@ -433,11 +433,10 @@ def seed(fake: FakeKubernetesApi, plan, now: datetime.datetime = NOW) -> None:
                 "automountServiceAccountToken": False,
             }
         )
-        # no pod with a deadline yet: the quota controller's count is nought (status.hard mirrors spec.hard)
-        quota = cpu_only_quota(team)
-        fake.put(
-            {**quota, "status": {"hard": quota["spec"]["hard"], "used": {"requests.cpu": "0", "requests.memory": "0"}}}
-        )
+        # no pod without GPUs yet: the quota controller's counts are nought (status.hard mirrors spec.hard)
+        for quota in (cpu_only_quota(team), cpu_service_quota(team)):
+            nought = {"requests.cpu": "0", "requests.memory": "0"}
+            fake.put({**quota, "status": {"hard": quota["spec"]["hard"], "used": nought}})
     for vap in plan.of_type(checks.VAP):
         fake.put(
             {

@@ -12,8 +12,10 @@ import copy
 
 import pytest
 
+from components.cpu_nodes import ON_TEAM_CPU_NODES
 from components.teams import rules_of
 from infra.cli.verify import checks
+from infra.config import CPU_SERVICE_PRIORITY_CLASS
 from infra.core import names
 from infra.core.names import LONGEST_POD_DEADLINE
 from tests.cli.test_verify_checks import (  # noqa: F401 (fixtures)
@@ -72,10 +74,46 @@ def test_quotas_as_planned_counting_a_launcher_pass(ctx, cluster):
     _counted(cluster, "vision", "2", "3Gi")  # the launcher's 1500m and its sidecar's 500m
     outcome = one("kube.cpu-only-quota", ctx)
     assert outcome.status == "PASS", outcome
-    assert "vision: cpu-only as planned (16 vCPUs, 64Gi), counting 1 pod(s) with a deadline (2 vCPUs, 3Gi)" in (
+    assert "vision: cpu-only as planned (12 vCPUs, 48Gi), counting 1 pod(s) with a deadline (2 vCPUs, 3Gi)" in (
         outcome.evidence
     )
     assert "foundation: cpu-only as planned" in outcome.evidence
+
+
+def _service(name: str = "router", team: str = "vision") -> dict:
+    """A pod of a team's service without GPUs, as its Deployment's ReplicaSet makes it on the teams' CPU nodes."""
+    pod = _pod(name, team, priorityClassName=CPU_SERVICE_PRIORITY_CLASS, **copy.deepcopy(ON_TEAM_CPU_NODES))
+    return pod
+
+
+def test_the_services_quota_counting_a_service_passes(ctx, cluster):
+    cluster.put(_launcher())
+    cluster.put(_service())
+    _counted(cluster, "vision", "2", "3Gi")
+    quota = cluster.get("/api/v1/namespaces/vision/resourcequotas/cpu-services")
+    quota["status"]["used"] = {"requests.cpu": "1500m", "requests.memory": "3Gi"}
+    cluster.put(quota)
+    outcome = one("kube.cpu-only-quota", ctx)
+    assert outcome.status == "PASS", outcome
+    assert f"vision: cpu-services as planned (4 vCPUs, 16Gi), counting 1 pod(s) of {CPU_SERVICE_PRIORITY_CLASS}" in (
+        outcome.evidence
+    )
+
+
+def test_a_services_quota_not_counting_its_service_fails_naming_it(ctx, cluster):
+    """The API server putting the class's pods in no quota: its figures and the pods' sum differ."""
+    cluster.put(_service())
+    outcome = one("kube.cpu-only-quota", ctx)
+    assert outcome.status == "FAIL" and "vision: cpu-services counts requests.cpu 0" in outcome.evidence, outcome
+    assert "router" in outcome.evidence
+
+
+def test_a_services_quota_whose_room_was_raised_fails_naming_it(ctx, cluster):
+    quota = cluster.get("/api/v1/namespaces/llm/resourcequotas/cpu-services")
+    quota["spec"]["hard"]["pods"] = "400"
+    cluster.put(quota)
+    outcome = one("kube.cpu-only-quota", ctx)
+    assert outcome.status == "FAIL" and "llm: cpu-services hard.pods not as planned" in outcome.evidence, outcome
 
 
 def test_a_missing_quota_fails_naming_it(ctx, cluster):
@@ -103,7 +141,7 @@ def test_a_quota_whose_room_was_raised_fails_naming_it(ctx, cluster):
 
 def test_a_room_written_in_other_units_is_the_same_quantity_and_passes(ctx, cluster):
     quota = cluster.get("/api/v1/namespaces/llm/resourcequotas/cpu-only")
-    quota["spec"]["hard"] = {"requests.cpu": "16000m", "requests.memory": "65536Mi", "pods": "16"}
+    quota["spec"]["hard"] = {"requests.cpu": "12000m", "requests.memory": "49152Mi", "pods": "12"}
     cluster.put(quota)
     assert one("kube.cpu-only-quota", ctx).status == "PASS"
 
@@ -116,7 +154,7 @@ def test_figures_other_than_the_pods_with_a_deadline_ask_fail_naming_both_and_th
     outcome = one("kube.cpu-only-quota", ctx)
     assert outcome.status == "FAIL", outcome
     assert (
-        "vision: cpu-only counts requests.cpu 3500m, its pods' 2 (pods with a deadline, not ended: mpi-nccl-launcher)"
+        "vision: cpu-only counts requests.cpu 3500m, its pods' 2 (pod(s) with a deadline, not ended: mpi-nccl-launcher)"
         in outcome.evidence
     )
     assert "requests.memory" not in outcome.evidence  # that figure agrees

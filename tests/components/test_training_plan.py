@@ -12,7 +12,9 @@ import pytest
 import yaml
 
 from components.teams import PLAIN_GPU_QUOTA
+from components.tenancy import CPU_SERVICE_QUOTA
 from components.training import KUSTOMIZATION
+from infra.config import CPU_SERVICE_PRIORITY_CLASS, DEFAULT_PRIORITY_CLASS
 from infra.core import versions
 from infra.offline import jobs, kubernetes_schema
 from infra.offline.evaluate import Plan
@@ -113,7 +115,7 @@ def test_only_serving_priority_classes_preempt(plan):
         c.inputs["metadata"]["name"]: c.inputs for c in plan.of_type("kubernetes:scheduling.k8s.io/v1:PriorityClass")
     }
     kinds = {c.name: c.workload for c in plan.config.scheduler.priority_classes}
-    assert set(classes) == {*kinds, "higgsfield-default"}
+    assert set(classes) == {*kinds, DEFAULT_PRIORITY_CLASS, CPU_SERVICE_PRIORITY_CLASS}
     for name, workload in kinds.items():
         assert classes[name]["preemptionPolicy"] == ("PreemptLowerPriority" if workload == "serving" else "Never"), name
         assert classes[name]["globalDefault"] is False
@@ -153,10 +155,9 @@ def test_each_team_can_only_use_the_priority_classes_it_is_given(plan, stack_set
     denied = {}
     for q in plan.of_type("kubernetes:core/v1:ResourceQuota"):
         scope = q.inputs["spec"].get("scopeSelector")
-        if scope and q.inputs["metadata"]["name"] not in (
-            "serving-gpu",
-            PLAIN_GPU_QUOTA,
-        ):  # serving's own quota: test_serving_has_its_own_gpu_quota; plain-gpu: test_plain_gpu_demand.py
+        # serving's own quota: test_serving_has_its_own_gpu_quota; plain-gpu: test_plain_gpu_demand.py; the services
+        # without GPUs': tests/security/test_cpu_services.py
+        if scope and q.inputs["metadata"]["name"] not in ("serving-gpu", PLAIN_GPU_QUOTA, CPU_SERVICE_QUOTA):
             (expr,) = scope["matchExpressions"]
             assert expr["scopeName"] == "PriorityClass" and expr["operator"] == "In"
             assert q.inputs["spec"]["hard"] == {"pods": "0"}

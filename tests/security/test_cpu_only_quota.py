@@ -16,7 +16,7 @@ import pytest
 from components import teams, tenancy
 from components.cpu_nodes import ON_TEAM_CPU_NODES
 from components.training import SCHEDULER_CONFIG
-from infra.config import Team
+from infra.config import CPU_SERVICE_PRIORITY_CLASS, Team
 from infra.core.names import LONGEST_POD_DEADLINE
 from infra.offline.pods import cores, mebibytes
 from tests.conftest import config_of
@@ -77,10 +77,9 @@ def test_a_job_whose_template_has_no_gpus_and_no_deadline_is_denied():
     assert _refused_for_its_deadline(job)
 
 
-def test_a_deployment_of_pods_without_gpus_on_the_teams_cpu_nodes_is_denied():
+def test_a_deployment_of_pods_without_gpus_on_the_teams_cpu_nodes_naming_no_class_is_denied_naming_the_class():
     """Its template cannot carry a deadline (the API server refuses one in a ReplicaSet's, Deployment's or
-    StatefulSet's: pkg/apis/apps/validation), so such a workload has no place on GPU nodes: the message says where
-    the work goes instead."""
+    StatefulSet's: pkg/apis/apps/validation): the message names the class a service without GPUs runs in instead."""
     deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -88,7 +87,7 @@ def test_a_deployment_of_pods_without_gpus_on_the_teams_cpu_nodes_is_denied():
         "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {"spec": _cpu_pod()["spec"]}},
     }
     denied = [m for m in denied_by(deployment) if m.startswith(DEADLINE)]
-    assert denied and "run that work in a Job, or beside a GPU container" in denied[0]
+    assert denied and f"priorityClassName {CPU_SERVICE_PRIORITY_CLASS}" in denied[0]
 
 
 def test_a_kubeflow_job_whose_launcher_has_no_deadline_is_denied_before_the_operator_makes_a_pod():
@@ -134,11 +133,11 @@ def test_the_cpu_only_quota_counts_exactly_the_pods_with_a_deadline():
     assert quota["spec"]["scopes"] == ["Terminating"]
 
 
-def test_the_cpu_only_quota_is_the_room_for_cpu_only_work_within_the_teams_quota():
-    room = {"requests.cpu": "16", "requests.memory": "64Gi", "pods": "16"}
+def test_the_cpu_only_quota_is_the_room_for_cpu_only_work_less_the_services_within_the_teams_quota():
+    room = {"requests.cpu": "12", "requests.memory": "48Gi", "pods": "12"}
     assert teams.cpu_only_quota(_prod_team())["spec"]["hard"] == room
     small = _prod_team().model_copy(update={"cpu_quota": 4, "memory_quota_gib": 8})
-    assert teams.cpu_only_quota(small)["spec"]["hard"] == {"requests.cpu": "4", "requests.memory": "8Gi", "pods": "16"}
+    assert teams.cpu_only_quota(small)["spec"]["hard"] == {"requests.cpu": "4", "requests.memory": "8Gi", "pods": "12"}
 
 
 @pytest.mark.parametrize("request_cpu", ["24", "8", "1"])
@@ -148,7 +147,7 @@ def test_pods_without_gpus_fill_no_more_than_the_cpu_only_room_however_they_are_
     CPU-only quota admits 16 vCPUs of them in all: not a tenth of one p5's."""
     team = _prod_team()
     quotas = [teams.compute_quota(team, []), teams.cpu_only_quota(team)]
-    used: dict[str, dict[str, float]] = {q["metadata"]["name"]: {"cpu": 0.0, "memory": 0.0} for q in quotas}
+    used: dict[str, dict[str, float]] = {}
     pod = _cpu_pod(activeDeadlineSeconds=LONGEST_POD_DEADLINE)
     pod["spec"]["containers"][0]["resources"] = {"requests": {"cpu": request_cpu, "memory": "1Gi"}}
     assert denied_by(pod, P5_SHARE) == []  # within one GPU's share: the team policy admits each
@@ -156,23 +155,36 @@ def test_pods_without_gpus_fill_no_more_than_the_cpu_only_room_however_they_are_
     assert admitted * cores(request_cpu) <= 16 < 192
 
 
+def _in_scope(pod: dict, quota: dict) -> bool:
+    """Whether `quota` counts `pod`: every one of its scopes matches (none: every pod). Terminating: the pod sets
+    spec.activeDeadlineSeconds; a PriorityClass In expression: the pod's class is one of its values
+    (kubernetes/kubernetes:pkg/quota/v1/evaluator/core/pods.go@05e7cb29 podMatchesScopeFunc)."""
+    spec = quota["spec"]
+    terminating = "Terminating" not in spec.get("scopes", []) or "activeDeadlineSeconds" in pod["spec"]
+    classes = [
+        e["values"]
+        for e in (spec.get("scopeSelector") or {}).get("matchExpressions", [])
+        if e["scopeName"] == "PriorityClass" and e["operator"] == "In"
+    ]
+    return terminating and all(pod["spec"].get("priorityClassName") in values for values in classes)
+
+
 def _quotas_admit(pod: dict, quotas: list[dict], used: dict[str, dict[str, float]]) -> bool:
-    """The API server's quota admission of a pod's CREATE: charged against every quota whose scopes match it (an
-    unscoped one matches every pod; Terminating a pod with spec.activeDeadlineSeconds), refused if any would go
-    over."""
-    asks = {"cpu": 0.0, "memory": 0.0}
+    """The API server's quota admission of a pod's CREATE: charged against every quota whose scopes match it, refused
+    if any would go over in CPU, memory or pods."""
+    asks = {"cpu": 0.0, "memory": 0.0, "pods": 1.0}
     for c in pod["spec"]["containers"]:
         requests = c.get("resources", {}).get("requests", {})
         asks["cpu"] += cores(requests.get("cpu", 0))
         asks["memory"] += mebibytes(requests.get("memory", 0))
-    matching = [
-        q for q in quotas if "Terminating" not in q["spec"].get("scopes", []) or "activeDeadlineSeconds" in pod["spec"]
-    ]
+    matching = [q for q in quotas if _in_scope(pod, q)]
     for q in matching:
-        hard, now = q["spec"]["hard"], used[q["metadata"]["name"]]
+        hard, now = q["spec"]["hard"], used.setdefault(q["metadata"]["name"], {"cpu": 0.0, "memory": 0.0, "pods": 0.0})
         if now["cpu"] + asks["cpu"] > cores(hard["requests.cpu"]):
             return False
         if now["memory"] + asks["memory"] > mebibytes(hard["requests.memory"]):
+            return False
+        if now["pods"] + asks["pods"] > int(hard["pods"]):
             return False
     for q in matching:
         for r in asks:

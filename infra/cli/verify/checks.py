@@ -2558,15 +2558,30 @@ def _kubeflow_pods_outliving_their_gpu_pods(pods: list[dict], now: datetime.date
 
 
 def cpu_only_quota(ctx: Any) -> Outcome:
-    """Each team namespace's `cpu-only` ResourceQuota is as planned (components/teams.py cpu_only_quota: scope
-    Terminating, CPU-only work's room), and what it counts (status.used) is what its pods with a deadline, not
-    ended, ask: that the API server puts in that quota exactly the pods the team policy marks, which the tests
-    only model. And no pod without GPUs runs on the GPU nodes without a deadline (made before the rule), outside
-    that room."""
+    """Each team namespace's `cpu-only` and `cpu-services` ResourceQuotas are as planned (components/teams.py
+    cpu_only_quota, scope Terminating, and cpu_service_quota, the class of services without GPUs: CPU-only work's
+    room), and what each counts (status.used) is what its pods, not ended, ask (those with a deadline; those of the
+    class): that the API server puts in each quota exactly the pods the team policy marks, which the tests only
+    model. And no pod without GPUs runs on the GPU nodes without a deadline (made before the rule), outside that
+    room."""
     from kubernetes.utils.quantity import parse_quantity
 
-    from components.teams import cpu_only_quota as planned_quota
-    from components.tenancy import CPU_ONLY_QUOTA
+    from components.teams import cpu_only_quota as planned_cpu_only
+    from components.teams import cpu_service_quota as planned_services
+    from components.tenancy import CPU_ONLY_QUOTA, CPU_SERVICE_QUOTA
+    from infra.config import CPU_SERVICE_PRIORITY_CLASS
+
+    def with_a_deadline(spec: dict) -> bool:
+        return spec.get("activeDeadlineSeconds") is not None
+
+    def a_service(spec: dict) -> bool:
+        return spec.get("priorityClassName") == CPU_SERVICE_PRIORITY_CLASS
+
+    # each quota of pods without GPUs, and the pods the team policy marks for it
+    quotas_of_pods_without_gpus = (
+        (CPU_ONLY_QUOTA, planned_cpu_only, with_a_deadline, "pod(s) with a deadline"),
+        (CPU_SERVICE_QUOTA, planned_services, a_service, f"pod(s) of {CPU_SERVICE_PRIORITY_CLASS}"),
+    )
 
     now, problems, seen = ctx.now(), [], []
     fixes: dict[str, str] = {}  # what to do, once per kind of problem found
@@ -2595,46 +2610,41 @@ def cpu_only_quota(ctx: Any) -> Outcome:
                 "delete KIND NAME`) or ask its team why its GPU pods ended (docs/design/tenancy.md, \"CPU-only work's "
                 "room\"); a job read between its GPU pods' end and its own shows too: rerun in a minute"
             )
-        live = quotas.get(CPU_ONLY_QUOTA)
-        if live is None:
-            problems.append(f"{team.name}: no ResourceQuota {CPU_ONLY_QUOTA}")
-            fixes["quota"] = reapply
-            continue
-        planned = planned_quota(team)["spec"]
-        changed = _drift(_hard_as_quantities(live.get("spec") or {}), _hard_as_quantities(planned))
-        if changed:
-            problems.append(f"{team.name}: {CPU_ONLY_QUOTA} {', '.join(changed)} not as planned")
-            fixes["quota"] = reapply
-            continue
-        counted = [
-            p for p in pods if (p.get("spec") or {}).get("activeDeadlineSeconds") is not None and _charged(p, now)
-        ]
-        used = (live.get("status") or {}).get("used") or {}
-        differ = []
-        for key in CPU_ONLY_RESOURCES:
-            resource = key.split(".", 1)[1]
-            ours = sum((_requested(p.get("spec") or {}, resource) for p in counted), parse_quantity(0))
-            if key not in used or parse_quantity(used[key]) != ours:
-                differ.append(f"{key} {used.get(key, 'unset')}, its pods' {_quantity(ours, resource)}")
-        names_of = ", ".join(sorted(p["metadata"]["name"] for p in counted)) or "none"
-        if differ:
-            problems.append(
-                f"{team.name}: {CPU_ONLY_QUOTA} counts {'; '.join(differ)} (pods with a deadline, not ended: "
-                f"{names_of})"
+        for name, planned_quota, counts, what in quotas_of_pods_without_gpus:
+            live = quotas.get(name)
+            if live is None:
+                problems.append(f"{team.name}: no ResourceQuota {name}")
+                fixes["quota"] = reapply
+                continue
+            planned = planned_quota(team)["spec"]
+            changed = _drift(_hard_as_quantities(live.get("spec") or {}), _hard_as_quantities(planned))
+            if changed:
+                problems.append(f"{team.name}: {name} {', '.join(changed)} not as planned")
+                fixes["quota"] = reapply
+                continue
+            counted = [p for p in pods if counts(p.get("spec") or {}) and _charged(p, now)]
+            used = (live.get("status") or {}).get("used") or {}
+            differ = []
+            for key in CPU_ONLY_RESOURCES:
+                resource = key.split(".", 1)[1]
+                ours = sum((_requested(p.get("spec") or {}, resource) for p in counted), parse_quantity(0))
+                if key not in used or parse_quantity(used[key]) != ours:
+                    differ.append(f"{key} {used.get(key, 'unset')}, its pods' {_quantity(ours, resource)}")
+            names_of = ", ".join(sorted(p["metadata"]["name"] for p in counted)) or "none"
+            if differ:
+                problems.append(f"{team.name}: {name} counts {'; '.join(differ)} ({what}, not ended: {names_of})")
+                fixes["used"] = (
+                    "the quota controller recounts within seconds of most changes, and a pod deleted past its grace "
+                    "(a lost node's) at its full resync (5 minutes by default): rerun after that; a mismatch that "
+                    "stays means the API server counts other pods than the policy marks for it (`kubectl -n TEAM "
+                    "describe quota QUOTA`, `kubectl -n TEAM get pods -o wide`)"
+                )
+                continue
+            hard = planned["hard"]
+            seen.append(
+                f"{team.name}: {name} as planned ({hard['requests.cpu']} vCPUs, {hard['requests.memory']}), "
+                f"counting {len(counted)} {what} ({used['requests.cpu']} vCPUs, {used['requests.memory']})"
             )
-            fixes["used"] = (
-                "the quota controller recounts within seconds of most changes, and a pod deleted past its grace (a "
-                "lost node's) at its full resync (5 minutes by default): rerun after that; a mismatch that stays means "
-                "the API server counts other pods than those with a deadline (`kubectl -n TEAM describe quota "
-                "cpu-only`, `kubectl -n TEAM get pods -o wide`)"
-            )
-            continue
-        hard = planned["hard"]
-        seen.append(
-            f"{team.name}: {CPU_ONLY_QUOTA} as planned ({hard['requests.cpu']} vCPUs, {hard['requests.memory']}), "
-            f"counting {len(counted)} pod(s) with a deadline ({used['requests.cpu']} vCPUs, "
-            f"{used['requests.memory']})"
-        )
     if problems:
         return failed("; ".join(problems), "; ".join(fixes.values()))
     return passed("; ".join(seen) or "no team namespace")
@@ -3569,9 +3579,9 @@ def specs() -> list[Spec]:
         Spec("kube.refused-pods", "no controller's pod (the Training Operator's, a Job's) was refused by a team "
              "policy in the last hour (the events the API server keeps); quota refusals named",
              refused_pods, "kube", "list events in team namespaces", after=(KUBE_API,)),
-        Spec("kube.cpu-only-quota", "every team's cpu-only quota is as planned and counts exactly its pods with a "
-             "deadline; no pod without GPUs runs on the GPU nodes without one, nor a Kubeflow job's beyond its "
-             "job's GPU pods",
+        Spec("kube.cpu-only-quota", "every team's cpu-only and cpu-services quotas are as planned and count "
+             "exactly their pods (a deadline; the class of services); no pod without GPUs runs on the GPU nodes "
+             "without a deadline, nor a Kubeflow job's beyond its job's GPU pods",
              cpu_only_quota, "kube", "list resourcequotas, pods in team namespaces", after=(KUBE_API,)),
         Spec("kube.daemon-sets", "the health gate and node DaemonSets are ready on every node they select",
              daemon_sets, "kube", "get daemonsets", after=(KUBE_API,)),
