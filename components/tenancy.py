@@ -325,9 +325,30 @@ def cel_variables() -> list[dict]:
             # pods ask nothing they did not before
             "name": "specs_kept",
             "expression": "request.operation == 'UPDATE' && oldObject != null && "
-            f"({_templates_of('oldObject')}).filter(t, has(t.spec)).map(t, t.spec) == variables.specs",
+            f"(object.kind in {_list(list(KUBEFLOW_JOB_KINDS))} ? {_replica_specs_kept()} : "
+            f"({_templates_of('oldObject')}).filter(t, has(t.spec)).map(t, t.spec) == variables.specs)",
         },
     ]
+
+
+def _replica_specs_kept() -> str:
+    """A Kubeflow job's UPDATE keeps each replica type's pod spec, type by type. Not its templates' list: the API
+    server hands a policy the object as a Go map (objectToResolveVal, kubernetes/kubernetes:staging/src/k8s.io/
+    apiserver/pkg/admission/plugin/cel/filter.go) and CEL lists a Go map's keys in Go's iteration order, random on
+    every iteration (stringIfaceMapAccessor.Iterator, google/cel-go:common/types/map.go; unstructuredMap.Iterator,
+    staging/src/k8s.io/apiserver/pkg/cel/common/values.go@7eb7c8b4, alike; both read through the code search), so
+    two lists of the same replica types' specs need not come in one order, and a list compared whole would refuse
+    an UPDATE keeping them or pass one swapping them between replica types (tests/security/test_r23_attack.py)."""
+
+    def same(key: str) -> str:
+        new, old = f"object.spec.{key}", f"oldObject.spec.{key}"
+        spec = [_optional(f"{obj}[r]", "template", "spec") for obj in (new, old)]
+        return (
+            f"(has({new}) == has({old}) && (!has({new}) || (size({new}) == size({old}) && "
+            f"{new}.all(r, r in {old} && {spec[0]} == {spec[1]}))))"
+        )
+
+    return "(" + " && ".join(same(key) for key in REPLICA_SPECS) + ")"
 
 
 # What only a GPU node has: its GPUs, its EFA interfaces and huge pages (the EFA pools' user data
