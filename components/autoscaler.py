@@ -17,6 +17,11 @@ from infra.core.names import KUBE_SYSTEM as NAMESPACE
 from infra.core.versions import Chart
 
 SERVICE_ACCOUNT = "cluster-autoscaler"
+# The chart's Deployment: its `cluster-autoscaler.fullname`, the release's name (the chart's: components/charts.py
+# helm_release) and `<cloudProvider>-cluster-autoscaler` joined, since neither holds the other and no
+# fullnameOverride is set (kubernetes/autoscaler:cluster-autoscaler/charts/cluster-autoscaler/templates/_helpers.tpl
+# and deployment.yaml@cluster-autoscaler-chart-9.59.0). What `kubectl -n kube-system logs deploy/...` names.
+DEPLOYMENT = "cluster-autoscaler-aws-cluster-autoscaler"
 
 # --- when the autoscaler stops: unready nodes -------------------------------------------------
 # At the pinned autoscaler (kubernetes/autoscaler:cluster-autoscaler/...@cluster-autoscaler-1.35.2,

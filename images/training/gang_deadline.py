@@ -795,8 +795,11 @@ SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 # Lists are read in pages, and each object cut down to what decide() reads, so a pass holds one page of
 # whole objects at a time, however many jobs and pods the teams make. An object is at most etcd's request
 # limit, 1.5 MiB (DefaultMaxRequestBytes, etcd-io/etcd:server/embed/config.go, read through the code
-# search); the CronJob's memory limit is sized for a page of those (components/gang_deadline.py).
-PAGE = 20
+# search), but comes as up to six times that in JSON: the API server's encoder (Go's encoding/json,
+# kubernetes/apimachinery:pkg/runtime/serializer/json/json.go) writes a string's control characters, and `<`,
+# `>`, `&`, as `\u0001`-like escapes, and a team's strings may be all of them. The CronJob's memory limit
+# (components/gang_deadline.py) holds a page of those (tests/security/test_r8_attack7.py).
+PAGE = 8
 LIST_ATTEMPTS = 3
 
 

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from components.autoscaler import unready_limits
+from components.autoscaler import DEPLOYMENT, unready_limits
 from components.registry import image_tag
 from infra.offline import image
 from tests.conftest import ROOT, STACKS, plan_of
@@ -35,3 +35,21 @@ def test_the_documented_push_commands_are_the_ones_printed():
     printed = re.sub(r"(?m)^#   [0-9a-f]{64}", "#   <sha256>", printed)
     block = re.search(r"`push --print` for dev prints exactly:\n\n```\n(.*?)```", text, re.S).group(1)
     assert block.strip() == printed
+
+
+def test_the_autoscalers_deployment_is_the_charts_name_for_the_release_the_program_makes():
+    """The chart names its Deployment `<release>-<cloudProvider>-cluster-autoscaler` unless a fullnameOverride or
+    nameOverride is set (components/autoscaler.py DEPLOYMENT cites its template)."""
+    (release,) = [r for r in plan_of("prod").of_type("kubernetes:helm.sh/v3:Release") if r.name == "cluster-autoscaler"]
+    values = release.inputs["values"]
+    assert "fullnameOverride" not in values and "nameOverride" not in values
+    assert DEPLOYMENT == f"{release.inputs['name']}-{values['cloudProvider']}-cluster-autoscaler"
+
+
+def test_every_command_of_the_manual_reading_the_autoscalers_log_names_its_deployment():
+    named = {
+        m.group(1)
+        for page in (ROOT / "docs").rglob("*.md")
+        for m in re.finditer(r"deploy/(\S*autoscaler\S*)", page.read_text())
+    }
+    assert named == {DEPLOYMENT}
