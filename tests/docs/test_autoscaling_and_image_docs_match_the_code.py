@@ -43,7 +43,7 @@ def test_the_autoscalers_deployment_is_the_charts_name_for_the_release_the_progr
     (release,) = [r for r in plan_of("prod").of_type("kubernetes:helm.sh/v3:Release") if r.name == "cluster-autoscaler"]
     values = release.inputs["values"]
     assert "fullnameOverride" not in values and "nameOverride" not in values
-    assert DEPLOYMENT == f"{release.inputs['name']}-{values['cloudProvider']}-cluster-autoscaler"
+    assert f"{release.inputs['name']}-{values['cloudProvider']}-cluster-autoscaler" == DEPLOYMENT
 
 
 def test_every_command_of_the_manual_reading_the_autoscalers_log_names_its_deployment():
