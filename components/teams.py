@@ -16,7 +16,14 @@ from components.observability import EBS_STORAGE_CLASS
 from components.storage import DATASET_CLAIM, PVC_NAME
 from components.tenancy import TeamRules, limit_range_defaults
 from infra.config import CPU_SERVICE_PRIORITY_CLASS, DEFAULT_PRIORITY_CLASS, GpuPool, PriorityClassSpec, Team
-from infra.config.scheduler import CPU_SERVICE_CPU, CPU_SERVICE_MEMORY_GIB, MIN_CPU_QUOTA, MIN_MEMORY_QUOTA_GIB
+from infra.config.scheduler import (
+    CPU_ONLY_PODS,
+    CPU_SERVICE_CPU,
+    CPU_SERVICE_MEMORY_GIB,
+    CPU_SERVICE_PODS,
+    MIN_CPU_QUOTA,
+    MIN_MEMORY_QUOTA_GIB,
+)
 from infra.core.names import KUBEFLOW_GROUP, KUBEFLOW_JOB_KINDS
 
 # Objects a team namespace may hold at most (ours: far above what jobs make, far below what fills
@@ -45,11 +52,6 @@ WORKLOAD_RESOURCES = (
     "horizontalpodautoscalers.autoscaling",
 )
 EBS_CLASSES = (EBS_STORAGE_CLASS, "gp2")
-# Pods of CPU-only work a team may run beside its gangs (data preparation, evaluation, its MPI launchers), within its
-# cpuQuota's room (infra/config/scheduler.py MIN_CPU_QUOTA): fewer than any node's pod slots, so that one team's
-# pods of a millicore each fill no teams' CPU node's slots (infra/config/stack.py _team_cpu_nodes_defaults).
-CPU_ONLY_PODS = 16
-CPU_SERVICE_PODS = 4  # of them, a team's services without GPUs (cpu_service_quota)
 
 
 def compute_quota(team: Team, pools: Sequence[GpuPool]) -> dict:

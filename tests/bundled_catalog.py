@@ -25,6 +25,7 @@ class BundledCatalog:
             vcpus=raw.get("VCpuInfo", {}).get("DefaultVCpus", 0),
             memory_mib=raw.get("MemoryInfo", {}).get("SizeInMiB", 0),
             architectures=tuple(raw.get("ProcessorInfo", {}).get("SupportedArchitectures", [])),
+            pod_slots=net.get("MaximumNetworkInterfaces", 0) * (net.get("Ipv4AddressesPerInterface", 1) - 1) + 2,
         )
 
     def offered_in(self, name: str, location: str, location_type: str = "availability-zone") -> bool:

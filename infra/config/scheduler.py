@@ -111,9 +111,13 @@ TEAM_UID_MIN, TEAM_UID_MAX = 1000, 2_147_483_647
 # (data preparation, evaluation): a quota above the team's share would let it hold more GPU nodes
 # than its GPUs would, with pods that request no GPU. The default is that most.
 MIN_CPU_QUOTA, MIN_MEMORY_QUOTA_GIB = 16, 64
+# Pods of CPU-only work a team may run beside its gangs (data preparation, evaluation, its MPI launchers, its
+# services), in that room: so few that one team's pods of a millicore each fill at most one of the teams' CPU nodes'
+# pod slots on a node of 58 (infra/config/stack.py _team_cpu_nodes_defaults).
+CPU_ONLY_PODS = 16
 # The part of that room a team's services without GPUs may ask (CPU_SERVICE_PRIORITY_CLASS); its jobs' pods without
 # GPUs ask the rest.
-CPU_SERVICE_CPU, CPU_SERVICE_MEMORY_GIB = 4, 16
+CPU_SERVICE_CPU, CPU_SERVICE_MEMORY_GIB, CPU_SERVICE_PODS = 4, 16, 4
 MAX_CPU_QUOTA, MAX_MEMORY_QUOTA_GIB = 10_000_000, 1_000_000_000
 
 

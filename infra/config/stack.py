@@ -6,6 +6,7 @@ import ipaddress
 import json
 import re
 from functools import cache
+from math import ceil
 from typing import Annotated, Literal
 
 from pydantic import (
@@ -22,7 +23,14 @@ from pydantic.json_schema import SkipJsonSchema
 
 from infra.config.base import DNS_LABEL, NAMESPACE, Bool, Cidr, Setting, Str, items, matching
 from infra.config.checkpoints import Checkpoints
-from infra.config.cluster import Autoscaler, Endpoint, NodeSizes, TeamCpuNodes, api_service_ip
+from infra.config.cluster import (
+    TEAM_CPU_NODE_DAEMON_PODS,
+    Autoscaler,
+    Endpoint,
+    NodeSizes,
+    TeamCpuNodes,
+    api_service_ip,
+)
 from infra.config.delivery import Delivery
 from infra.config.errors import Problems, _duplicates, _suggest
 from infra.config.gpu_pools import (
@@ -48,7 +56,7 @@ from infra.config.limits import (
     tag_value,
 )
 from infra.config.observability import Observability
-from infra.config.scheduler import MIN_CPU_QUOTA, MIN_MEMORY_QUOTA_GIB, Scheduler
+from infra.config.scheduler import CPU_ONLY_PODS, MIN_CPU_QUOTA, MIN_MEMORY_QUOTA_GIB, Scheduler
 from infra.config.storage import Fsx
 from infra.core import versions
 from infra.core.internet import MAX_INTERNET_SHARE, internet_share  # the policy pack's rule too
@@ -478,9 +486,9 @@ class StackConfig(Setting):
         every team's launchers however each other team spends its CPU-only work's room: a pod asking more than half
         a node's CPU or memory stands alone on it, so a team's MIN_CPU_QUOTA vCPUs and MIN_MEMORY_QUOTA_GIB GiB make
         at most 2 x room / node nodes unfit for another team's launcher in each of the two, on the smallest of those
-        types (ALLOCATABLE_SHARE of it), and its `cpu-only` and `cpu-services` quotas' pods (components/teams.py
-        CPU_ONLY_PODS in all), fewer
-        than a node's pod slots, one more between them; and unless one is set an unneeded time as long as the GPU
+        types (ALLOCATABLE_SHARE of it), and its `cpu-only` and `cpu-services` quotas' pods (CPU_ONLY_PODS in all) the
+        slots of as many nodes as they fill, past the node daemons' (TEAM_CPU_NODE_DAEMON_PODS), on the type with the
+        fewest; and unless one is set an unneeded time as long as the GPU
         pools' longest scale-down-unneeded time and each pool's boot and health gate (a launcher's node, up first,
         stands empty until its gang's last GPU node has passed the gate)."""
         nodes = self.team_cpu_nodes
@@ -492,7 +500,10 @@ class StackConfig(Setting):
             # what a node has for pods: less the kubelet's reservations and the node daemons (an estimate)
             vcpus = min((f.vcpus for f in facts), default=0) * ALLOCATABLE_SHARE
             gib = min((f.memory_mib for f in facts), default=0) / 1024 * ALLOCATABLE_SHARE
-            per_team = int(2 * MIN_CPU_QUOTA // vcpus + 2 * MIN_MEMORY_QUOTA_GIB // gib) + 1 if vcpus and gib else 1
+            # the pod slots a node has for teams: less the node daemons' (an estimate; types without any are refused)
+            slots = min((f.pod_slots for f in facts), default=0) - TEAM_CPU_NODE_DAEMON_PODS
+            pods = ceil(CPU_ONLY_PODS / slots) if slots > 0 else 1
+            per_team = int(2 * MIN_CPU_QUOTA // vcpus + 2 * MIN_MEMORY_QUOTA_GIB // gib) + pods if vcpus and gib else 1
             size = max(1, per_team * len(self.scheduler.teams))
         startups = (
             f"{seconds_of(p.boot_time) + (seconds_of(p.health_gate.timeout) if p.health_gate.enabled else 0)}s"

@@ -27,6 +27,11 @@ class InstanceFacts:
     architectures: tuple[str, ...]
     network_gbps: float = 0.0  # sum of the network cards' baseline bandwidth
     memory_mib: int = 0
+    # The pods a node of the type holds with the VPC CNI's secondary addresses (no prefix delegation): one per
+    # address of each interface but its own, and the two host-network pods (aws-node, kube-proxy); EKS's AMIs
+    # set the kubelet's max pods so (awslabs/amazon-eks-ami:templates/shared/runtime/eni-max-pods.txt and its
+    # max-pods-calculator.sh, read through the code search).
+    pod_slots: int = 0
 
 
 @cache
@@ -48,6 +53,7 @@ def describe(instance_type: str) -> InstanceFacts:
         architectures=tuple(t.supported_architectures or ()),
         network_gbps=float(sum(c.baseline_bandwidth or 0 for c in (t.network_cards or []))),
         memory_mib=int(t.memory_size or 0),
+        pod_slots=int(t.maximum_network_interfaces or 0) * (int(t.maximum_ipv4_addresses_per_interface or 1) - 1) + 2,
     )
 
 

@@ -128,6 +128,7 @@ def _instance_type_result(name: str) -> dict:
         "efaMaximumInterfaces": net.get("EfaInfo", {}).get("MaximumEfaInterfaces", 0),
         "maximumNetworkCards": net.get("MaximumNetworkCards", 1),
         "maximumNetworkInterfaces": net.get("MaximumNetworkInterfaces"),
+        "maximumIpv4AddressesPerInterface": net.get("Ipv4AddressesPerInterface"),
         "defaultNetworkCardIndex": net.get("DefaultNetworkCardIndex", 0),
         "networkPerformance": net.get("NetworkPerformance"),
         "networkCards": [

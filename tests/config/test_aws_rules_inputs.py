@@ -121,6 +121,13 @@ REFUSED = {
         "higgsfield:teamCpuNodes.instanceTypes[0]",
         "g6e.xlarge has 1 GPUs: the teams' CPU nodes run",
     ),
+    # t3.nano holds 4 pods (2 interfaces of 2 addresses each): the node daemons take them all
+    "team_cpu_nodes_without_pod_slots_for_teams": (
+        "dev",
+        lambda c: c.update({"higgsfield:teamCpuNodes": {"instanceTypes": ["t3.nano"]}}),
+        "higgsfield:teamCpuNodes.instanceTypes[0]",
+        "t3.nano holds 4 pods, and the node daemons take about 8 of them",
+    ),
     "team_cpu_nodes_of_an_arm_type": (
         "dev",
         lambda c: c.update({"higgsfield:teamCpuNodes": {"instanceTypes": ["m7g.xlarge"]}}),

@@ -15,7 +15,7 @@ from components import teams, tenancy
 from components.cpu_nodes import ON_TEAM_CPU_NODES
 from components.training import priority_classes
 from infra.config import CPU_SERVICE_PRIORITY_CLASS
-from infra.config.scheduler import MIN_CPU_QUOTA, MIN_MEMORY_QUOTA_GIB
+from infra.config.scheduler import CPU_ONLY_PODS, MIN_CPU_QUOTA, MIN_MEMORY_QUOTA_GIB
 from infra.core.names import LONGEST_POD_DEADLINE
 from infra.offline.pods import cores, mebibytes
 from tests.conftest import ROOT, team_rules
@@ -130,7 +130,7 @@ def test_the_two_quotas_of_pods_without_gpus_hold_cpu_only_works_room_together()
     only, services = teams.cpu_only_quota(team)["spec"]["hard"], teams.cpu_service_quota(team)["spec"]["hard"]
     assert cores(only["requests.cpu"]) + cores(services["requests.cpu"]) == MIN_CPU_QUOTA
     assert mebibytes(only["requests.memory"]) + mebibytes(services["requests.memory"]) == MIN_MEMORY_QUOTA_GIB * 1024
-    assert int(only["pods"]) + int(services["pods"]) == teams.CPU_ONLY_PODS
+    assert int(only["pods"]) + int(services["pods"]) == CPU_ONLY_PODS
 
 
 @pytest.mark.parametrize("request_cpu", ["4", "1", "10m"])
@@ -150,7 +150,7 @@ def test_a_teams_jobs_and_services_without_gpus_ask_no_more_than_cpu_only_works_
         pod["spec"]["containers"][0]["resources"] = {"requests": {"cpu": request_cpu, "memory": "1Gi"}}
         assert denied_by(pod, RULES) == []
         admitted += [pod for _ in range(400) if _quotas_admit(pod, quotas, used)]
-    assert sum(cores(request_cpu) for _ in admitted) <= MIN_CPU_QUOTA and len(admitted) <= teams.CPU_ONLY_PODS
+    assert sum(cores(request_cpu) for _ in admitted) <= MIN_CPU_QUOTA and len(admitted) <= CPU_ONLY_PODS
 
 
 def test_every_team_namespace_of_the_plan_has_the_services_quota(plan):

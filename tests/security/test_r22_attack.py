@@ -8,16 +8,17 @@ room goes furthest spent one dimension a node: a pod asking just more than a nod
 node by its CPU, one asking just more than a node's memory less a launcher's takes another by its memory, and pods
 asking a millicore take a node by its pod slots. The group's maxSize counts that (infra/config/stack.py
 _team_cpu_nodes_defaults: per team, twice its room over a node's in CPU and in memory, and one node for its
-`cpu-only` quota's 16 pods, fewer than a node's slots), so one team's room, however spent, leaves the others nodes. Each
-such pod is a plain batch Job's, on the teams' CPU nodes as the platform puts a launcher there, with the deadline the
-CPU-only quota counts it by: the policy admits it (the team's rules as a shipped stack renders them, evaluated with
-cel-expr-python as tests/security/test_tenancy.py does).
+`cpu-only` and `cpu-services` quotas' 16 pods, fewer than a node's slots), so one team's room, however spent, leaves
+the others nodes. Each such pod is a plain batch Job's, on the teams' CPU nodes as the platform puts a launcher
+there, with the deadline the CPU-only quota counts it by: the policy admits it (the team's rules as a shipped stack
+renders them, evaluated with cel-expr-python as tests/security/test_tenancy.py does).
 
 The nodes are counted at their full capacity (the bundled EC2 catalog's vCPUs, memory and the VPC CNI's pod limit,
 ENIs x (IPv4 addresses per ENI - 1) + 2, without prefix delegation, as EKS computes maxPods), so what a node has for
 pods on a cluster (less kubelet and system reservations and the node daemons) only makes the attack cheaper. The
-launcher asks what a rendered team job's asks: the team's LimitRange default (components/teams.py container_defaults;
-infra/offline/team_job.py gives its container no request of its own), above kubectl-delivery's 100m/512Mi.
+launcher asks what a rendered team job's asks: the team's LimitRange default (components/teams.py
+container_defaults; infra/offline/team_job.py gives its container no request of its own), above kubectl-delivery's
+100m/512Mi.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from fractions import Fraction
 
 from components import tenancy
 from components.cpu_nodes import ON_TEAM_CPU_NODES
-from components.teams import cpu_only_quota
+from components.teams import cpu_only_quota, cpu_service_quota
+from infra.config import Team
 from infra.config.gpu_pools import seconds_of
 from infra.core.bundled import instance_types
 from infra.core.names import LONGEST_POD_DEADLINE
@@ -93,13 +95,22 @@ def _job(team: str, uid: int, name: str, parallelism: int, cpu: str, memory: str
     }
 
 
+def _room(team: Team, key: str) -> Fraction:
+    """CPU-only work's room in `key` (vCPUs, MiB or pods): the `cpu-only` quota's and the `cpu-services` quota's
+    together. A service's pods take nodes as a Job's do; the Jobs below stand for both."""
+    quotas = (cpu_only_quota(team), cpu_service_quota(team))
+    values = [q["spec"]["hard"][key] for q in quotas]
+    if key == "requests.memory":
+        return sum((Fraction(v.removesuffix("Gi")) * 1024 for v in values), Fraction(0))
+    return sum((Fraction(v) for v in values), Fraction(0))
+
+
 def _blocking_jobs(stack: str, attacker: str, victim: str, pod_slots: bool) -> list[dict]:
     """`attacker`'s Jobs that leave `victim`'s launcher no room on as many of the teams' CPU nodes as its CPU-only
     room allows: pods a node each by CPU, then by memory, then (`pod_slots`) by the node's pod slots."""
     cfg = config_of(stack)
     team = next(t for t in cfg.scheduler.teams if t.name == attacker)
-    room = cpu_only_quota(team)["spec"]["hard"]
-    room_cpu, room_mib = Fraction(room["requests.cpu"]), Fraction(room["requests.memory"].removesuffix("Gi")) * 1024
+    room_cpu, room_mib = _room(team, "requests.cpu"), _room(team, "requests.memory")
     node = _node(stack)
     l_cpu, l_mib = _launcher(stack, victim)
     # just more than a node's CPU (memory) less the launcher's: the launcher no longer fits beside it
@@ -113,7 +124,7 @@ def _blocking_jobs(stack: str, attacker: str, victim: str, pod_slots: bool) -> l
         _job(attacker, team.uid, "by-memory", n_mib, "1m", f"{by_mib}Mi"),
     ]
     if pod_slots:
-        pods_quota = int(cpu_only_quota(team)["spec"]["hard"]["pods"])
+        pods_quota = int(_room(team, "pods"))
         tiny = min(pods_quota - n_cpu - n_mib, int(left_cpu) - n_mib)
         jobs.append(_job(attacker, team.uid, "by-pod-slots", tiny, "1m", "1Mi"))
     return jobs
@@ -205,7 +216,7 @@ def test_prod_foundation_within_its_quotas_leaves_the_other_teams_launchers_a_te
     cpu, mib, pods = _asked(admitted)
     team = next(t for t in config_of("prod").scheduler.teams if t.name == "foundation")
     assert cpu <= 16 and mib <= 64 * 1024
-    assert pods <= int(cpu_only_quota(team)["spec"]["hard"]["pods"])
+    assert pods <= _room(team, "pods")
     assert _nodes_taken("prod", admitted, "vision") < _team_cpu_max_size("prod")
 
 
