@@ -215,6 +215,9 @@ class ClusterAutoscaler(pulumi.ComponentResource):
             {
                 "cloudProvider": "aws",
                 "awsRegion": args.region,
+                # finds the ASGs tagged k8s.io/cluster-autoscaler/enabled and k8s.io/cluster-autoscaler/<cluster>,
+                # which EKS puts on every managed node group's (docs.aws.amazon.com/eks/latest/userguide/
+                # managed-node-groups.html)
                 "autoDiscovery": {"clusterName": args.cluster_name},
                 "image": {"tag": args.image_tag},
                 "rbac": {"serviceAccount": {"create": True, "name": SERVICE_ACCOUNT}},

@@ -89,7 +89,8 @@ def tag_autoscaling_group(
     group: str, asg_name: pulumi.Input[str], tags: Mapping[str, str], opts: pulumi.ResourceOptions
 ) -> None:
     """Write `tags` onto a managed node group's ASG, one aws.autoscaling.Tag each (asg_tag_resource_name), not
-    propagated to its instances: managed node group tags do not reach the ASG, where the autoscaler reads them."""
+    propagated to its instances: managed node group tags do not reach the ASG, where the autoscaler reads them
+    (an open request, aws/containers-roadmap#608)."""
     for key, value in tags.items():
         aws.autoscaling.Tag(
             asg_tag_resource_name(group, key),

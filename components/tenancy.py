@@ -754,7 +754,9 @@ def node_share_validations(team: TeamRules) -> list[dict]:
         {
             # The MPI launchers there are Volcano's (the operator names it in a Kubeflow job's pods). A pod that
             # kube-scheduler binds there races Volcano for the same room, each counting the node from its own cache,
-            # and the kubelet fails whichever pod it admits second (OutOfcpu, OutOfmemory): a launcher failed so fails
+            # and the kubelet fails whichever pod it admits second (OutOfcpu, OutOfmemory: its admission's
+            # `OutOf<resource>` reason, kubernetes/kubernetes:pkg/kubelet/lifecycle/predicate.go, not read at a pinned
+            # ref; the message is that of InsufficientResourceError): a launcher failed so fails
             # its MPIJob (updateMPIJobStatus, kubeflow/trainer:pkg/controller.v1/mpi/mpijob_controller.go@v1.9.4). A
             # Kubeflow job's templates name no other scheduler (gang_validations); its pods are judged as they come. A
             # pod that may take a GPU node is Volcano's by gpu_and_node_validations.
