@@ -127,19 +127,12 @@ def cpu_only_quota(team: Team) -> dict:
     spec.activeDeadlineSeconds is set) is exactly them. Without it the compute quota's CPU and memory, sized by the
     team's GPUs, could all go to pods without GPUs, packed onto nodes the team's GPU pods then do not fit: twice its
     share of nodes. Pods already running are counted as they are and refused nothing."""
-    return {
-        "apiVersion": "v1",
-        "kind": "ResourceQuota",
-        "metadata": {"name": tenancy.CPU_ONLY_QUOTA, "namespace": team.name},
-        "spec": {
-            "hard": {
-                "requests.cpu": str(min(team.cpu_quota, MIN_CPU_QUOTA - CPU_SERVICE_CPU)),
-                "requests.memory": f"{min(team.memory_quota_gib, MIN_MEMORY_QUOTA_GIB - CPU_SERVICE_MEMORY_GIB)}Gi",
-                "pods": str(CPU_ONLY_PODS - CPU_SERVICE_PODS),
-            },
-            "scopes": ["Terminating"],
-        },
-    }
+    room = (
+        MIN_CPU_QUOTA - CPU_SERVICE_CPU,
+        MIN_MEMORY_QUOTA_GIB - CPU_SERVICE_MEMORY_GIB,
+        CPU_ONLY_PODS - CPU_SERVICE_PODS,
+    )
+    return _room_quota(team, tenancy.CPU_ONLY_QUOTA, *room, {"scopes": ["Terminating"]})
 
 
 def cpu_service_quota(team: Team) -> dict:
@@ -148,22 +141,30 @@ def cpu_service_quota(team: Team) -> dict:
     `cpu-only` quota counts by, so the policy has them name the platform's class of services without GPUs
     (CPU_SERVICE_PRIORITY_CLASS, tenancy.node_share_validations) and this quota counts that class: together the two
     quotas hold no more than CPU-only work's room, which the teams' CPU nodes' maxSize is sized by."""
+    scope = {"scopeName": "PriorityClass", "operator": "In", "values": [CPU_SERVICE_PRIORITY_CLASS]}
+    return _room_quota(
+        team,
+        tenancy.CPU_SERVICE_QUOTA,
+        CPU_SERVICE_CPU,
+        CPU_SERVICE_MEMORY_GIB,
+        CPU_SERVICE_PODS,
+        {"scopeSelector": {"matchExpressions": [scope]}},
+    )
+
+
+def _room_quota(team: Team, name: str, cpu: int, memory_gib: int, pods: int, scope: dict) -> dict:
+    """A ResourceQuota of `scope` on a part of CPU-only work's room: `cpu` vCPUs and `memory_gib` GiB (within the
+    team's own quota) and `pods` pods."""
+    hard = {
+        "requests.cpu": str(min(team.cpu_quota, cpu)),
+        "requests.memory": f"{min(team.memory_quota_gib, memory_gib)}Gi",
+        "pods": str(pods),
+    }
     return {
         "apiVersion": "v1",
         "kind": "ResourceQuota",
-        "metadata": {"name": tenancy.CPU_SERVICE_QUOTA, "namespace": team.name},
-        "spec": {
-            "hard": {
-                "requests.cpu": str(min(team.cpu_quota, CPU_SERVICE_CPU)),
-                "requests.memory": f"{min(team.memory_quota_gib, CPU_SERVICE_MEMORY_GIB)}Gi",
-                "pods": str(CPU_SERVICE_PODS),
-            },
-            "scopeSelector": {
-                "matchExpressions": [
-                    {"scopeName": "PriorityClass", "operator": "In", "values": [CPU_SERVICE_PRIORITY_CLASS]}
-                ]
-            },
-        },
+        "metadata": {"name": name, "namespace": team.name},
+        "spec": {"hard": hard, **scope},
     }
 
 
