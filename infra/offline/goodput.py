@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from infra.core.names import GPU_RESOURCE, MIN_MEMBER_ANNOTATION
+from infra.core.names import MIN_MEMBER_ANNOTATION
+from infra.offline.pods import gpus_of
 
 PHASES = ("training", "checkpoint", "preflight", "gate", "waiting", "hung", "restart")
 
@@ -145,17 +146,6 @@ class Observed:
     nodes: dict[str, dict]
     logs: dict[str, list[tuple[float, str]]]
     now: float
-
-
-def _gpus(pod: dict) -> int:
-    total = 0
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        resources = container.get("resources") or {}
-        wanted = (resources.get("limits") or {}).get(GPU_RESOURCE) or (resources.get("requests") or {}).get(
-            GPU_RESOURCE
-        )
-        total += int(wanted or 0)
-    return total
 
 
 def _bound(pod: dict) -> float | None:
@@ -321,7 +311,7 @@ def timeline(observed: Observed) -> list[Job]:
     return [
         Job(namespace, f"{name}/{pod['metadata']['name']}", tuple(_pod_intervals(observed, gang, pod, gpus)))
         for pod in observed.pods
-        if (gpus := _gpus(pod))
+        if (gpus := gpus_of(pod))
     ]
 
 
@@ -344,7 +334,7 @@ def of_objects(observed: Observed) -> Goodput:
     result = Goodput()
     for part in timeline(observed):
         result.add(of_job(part))
-    stalled = checkpoint_stall(observed) * sum(_gpus(p) for p in observed.pods) / 3600
+    stalled = checkpoint_stall(observed) * sum(gpus_of(p) for p in observed.pods) / 3600
     moved = min(stalled, result.gpu_hours["training"])
     result.gpu_hours["training"] -= moved
     result.gpu_hours["checkpoint"] += moved

@@ -23,6 +23,7 @@ from components.registry import UNKNOWN_TAG, image_tag, repository_name
 from components.tenancy import OPERATOR_INITS
 from infra.config import IMAGE_REFERENCE, NAMESPACE, ConfigError, GpuPool, StackConfig, Team
 from infra.core.names import EFA_RESOURCE as EFA
+from infra.core.names import GPU_RESOURCE
 from infra.core.names import HUGEPAGES_RESOURCE as HUGEPAGES
 
 # A pod that has a node to itself may take this share of the node's memory: the rest is the
@@ -171,6 +172,22 @@ def cores(quantity: str | int | float) -> float:
     """A Kubernetes CPU quantity (`500m`, `2`, `1.5`) in cores."""
     text = str(quantity)
     return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
+
+
+def gpus_of(pod: dict) -> int:
+    """The GPUs a pod holds while it runs: what its containers and its sidecars (init containers that restart
+    always) ask, each its limit or, where it states only that, its request (the API server fills a GPU's request
+    from its limit, and the two are equal)."""
+    spec = pod.get("spec") or {}
+    sidecars = [c for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"]
+    total = 0.0
+    for container in [*(spec.get("containers") or []), *sidecars]:
+        resources = container.get("resources") or {}
+        wanted = (resources.get("limits") or {}).get(GPU_RESOURCE) or (resources.get("requests") or {}).get(
+            GPU_RESOURCE
+        )
+        total += cores(wanted or 0)
+    return int(total)
 
 
 def request_the_operators_inits(job: dict) -> None:

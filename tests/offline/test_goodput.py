@@ -14,6 +14,7 @@ from components.observability import (
 )
 from infra.core.names import GPU_RESOURCE
 from infra.offline.goodput import Interval, Job, Observed, of_job, of_objects, of_teams, seconds
+from infra.offline.pods import gpus_of
 
 checkpoint_note = progress.checkpoint_note
 
@@ -114,3 +115,16 @@ def test_the_dashboard_shows_each_jobs_share_blocked_on_checkpoints_from_the_ran
     panels = {p["title"]: p for p in gpu_dashboard()["panels"]}
     expr = panels["Checkpoint stalls per job (share of the last hour)"]["targets"][0]["expr"]
     assert expr == CHECKPOINT_SHARE_EXPR and "higgsfield_training_checkpoint_seconds_total" in expr
+
+
+def test_a_pods_gpus_are_its_containers_and_sidecars_as_the_team_policy_counts_them():
+    """A native sidecar (an init container that restarts always) holds its GPUs for the pod's life, as the policy's
+    count of a pod's GPUs reads it (components/tenancy.py _POD_GPUS); an init container that ends holds none."""
+    gpu = {"resources": {"limits": {GPU_RESOURCE: "2"}}}
+    pod = {
+        "spec": {
+            "containers": [{"name": "main", "resources": {"requests": {GPU_RESOURCE: "4"}}}],
+            "initContainers": [{"name": "watch", "restartPolicy": "Always", **gpu}, {"name": "setup", **gpu}],
+        }
+    }
+    assert gpus_of(pod) == 6

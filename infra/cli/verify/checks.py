@@ -40,7 +40,7 @@ from infra.core import names, versions
 from infra.offline import crd_schemas
 from infra.offline.diff import BUCKET_VERSIONING, REPOSITORY
 from infra.offline.evaluate import COMPUTED
-from infra.offline.pods import on_team_cpu_nodes, request_in_full
+from infra.offline.pods import gpus_of, on_team_cpu_nodes, request_in_full
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -2521,18 +2521,7 @@ def _gpu_node_pod_without_gpus(pod: dict) -> bool:
     """A pod placed on the GPU nodes (it tolerates the GPU taint) that asks no GPU."""
     spec = pod.get("spec") or {}
     on_gpu_nodes = any(t.get("key") == names.GPU_RESOURCE for t in spec.get("tolerations") or [])
-    return on_gpu_nodes and not _asks_gpus(pod)
-
-
-def _asks_gpus(pod: dict) -> bool:
-    """A pod whose containers or sidecars ask a GPU (their limits: a GPU's request equals its limit)."""
-    spec = pod.get("spec") or {}
-    sidecars = [c for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"]
-    gpus = [
-        ((c.get("resources") or {}).get("limits") or {}).get(names.GPU_RESOURCE, 0)
-        for c in [*(spec.get("containers") or []), *sidecars]
-    ]
-    return any(str(g) not in ("0", "0m") for g in gpus)
+    return on_gpu_nodes and not gpus_of(pod)
 
 
 def _kubeflow_pods_outliving_their_gpu_pods(pods: list[dict], now: datetime.datetime) -> list[tuple[dict, dict]]:
@@ -2551,7 +2540,7 @@ def _kubeflow_pods_outliving_their_gpu_pods(pods: list[dict], now: datetime.date
         return bool((pod.get("spec") or {}).get("nodeName")) and not pod["metadata"].get("deletionTimestamp")
 
     live = [(p, job) for p in pods if _charged(p, now) and bound(p) and (job := job_of(p))]
-    with_gpus = {(job["kind"], job["name"]) for p, job in live if _asks_gpus(p)}
+    with_gpus = {(job["kind"], job["name"]) for p, job in live if gpus_of(p) > 0}
     return [
         (p, job) for p, job in live if _gpu_node_pod_without_gpus(p) and (job["kind"], job["name"]) not in with_gpus
     ]
