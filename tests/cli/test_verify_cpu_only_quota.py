@@ -26,7 +26,8 @@ from tests.cli.test_verify_checks import (  # noqa: F401 (fixtures)
     plan,
     team_admission,
 )
-from tests.security.test_r20_operator_pods import _owned_by
+from tests.security.test_r20_operator_pods import _job_file, _owned_by
+from tests.security.test_team_cpu_nodes_policy import _an_mpijob_from_before_the_rule
 
 GPU_TOLERATION = [{"key": names.GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
 
@@ -306,3 +307,21 @@ def test_a_cpu_only_job_refused_for_something_else_fails_the_tenant_attacks(ctx,
     assert (
         "vision: a Job without GPUs on the GPU nodes was refused (403), not for asking no GPU there" in outcome.evidence
     )
+
+
+def test_kubeflow_jobs_as_the_platform_renders_them_pass_the_placement_check(ctx, cluster):
+    for framework in ("mpi", "pytorch"):
+        cluster.put(_job_file(framework))
+    outcome = one("kube.job-placement", ctx)
+    assert outcome.status == "PASS" and "2 Kubeflow jobs" in outcome.evidence, outcome
+
+
+def test_a_job_whose_launcher_takes_a_gpu_node_without_gpus_fails_naming_it(ctx, cluster):
+    """Made before the rule, its launcher still runs there (the policy lets the Training Operator make it): the one
+    thing the exemption lets through, named until none is left."""
+    job = _an_mpijob_from_before_the_rule()
+    cluster.put(job)
+    outcome = one("kube.job-placement", ctx)
+    where = f"{job['metadata']['namespace']}/MPIJob {job['metadata']['name']}"
+    assert outcome.status == "FAIL" and f"{where}: its Launcher on the GPU nodes without GPUs" in outcome.evidence
+    assert "docs/upgrading.md" in outcome.fix

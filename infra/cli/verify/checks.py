@@ -2433,6 +2433,33 @@ def job_names(ctx: Any) -> Outcome:
     return passed(f"{count} Kubeflow jobs in team namespaces, each named as its kind")
 
 
+def job_placement(ctx: Any) -> Outcome:
+    """Kubeflow jobs made before pods without GPUs left the GPU nodes: a replica template that tolerates the GPU taint
+    and asks no GPU. The team policy lets the Training Operator make such a job's pods (its templates were judged
+    when they were made), so such a pod, its launcher's, keeps a GPU node beside its workers; none left, a release
+    may drop that exemption (docs/design/tenancy.md, "Pods without GPUs run on the teams' CPU nodes")."""
+    problems, count = [], 0
+    for team, kind, job in _team_jobs(ctx):
+        count += 1
+        specs = ((key, value) for key, value in (job.get("spec") or {}).items() if key.endswith("ReplicaSpecs"))
+        for _, replicas in specs:
+            for replica, spec in (replicas or {}).items():
+                template = (spec or {}).get("template") or {}
+                if _gpu_node_pod_without_gpus(template):
+                    problems.append(
+                        f"{team}/{kind} {job['metadata']['name']}: its {replica} on the GPU nodes without GPUs"
+                    )
+    if problems:
+        return failed(
+            "; ".join(problems),
+            "each such pod keeps a GPU node its team's GPUs do not pay for; move it to the teams' CPU nodes (suspend "
+            'the job, give the template nodeSelector higgsfield.io/team-cpu: "true" and that taint\'s toleration in '
+            "place of nvidia.com/gpu's, resume it) or let the job finish: docs/upgrading.md, \"From a stack deployed "
+            'at c7f0bfd or earlier"',
+        )
+    return passed(f"{count} Kubeflow jobs in team namespaces, none with a pod without GPUs on the GPU nodes")
+
+
 def job_cleanup(ctx: Any) -> Outcome:
     """Kubeflow jobs made before cleanPodPolicy was required: once finished, their running pods would
     outlive their PodGroup, outside every queue (docs/design/tenancy.md)."""
@@ -3563,6 +3590,8 @@ def specs() -> list[Spec]:
              after=(KUBE_API,)),
         Spec("kube.job-names", "each team Kubeflow job is named as its kind (none from before the rule)",
              job_names, "kube", "list Kubeflow jobs in team namespaces", after=(KUBE_API,)),
+        Spec("kube.job-placement", "no team Kubeflow job puts a pod without GPUs on the GPU nodes (none from before "
+             "the rule)", job_placement, "kube", "list Kubeflow jobs in team namespaces", after=(KUBE_API,)),
         Spec("kube.job-cleanup", "each team Kubeflow job deletes its running pods once finished (cleanPodPolicy)",
              job_cleanup, "kube", "list Kubeflow jobs in team namespaces", after=(KUBE_API,)),
         Spec("kube.refused-pods", "no controller's pod (the Training Operator's, a Job's) was refused by a team "
