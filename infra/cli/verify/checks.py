@@ -2641,6 +2641,24 @@ def cpu_only_quota(ctx: Any) -> Outcome:
                 )
                 continue
             hard = planned["hard"]
+            # A quota refuses new pods only: pods it counts beyond its room (made before it was, or under a larger
+            # room before an upgrade lowered it) run on, and hold more of the teams' CPU nodes than their maxSize is
+            # sized for.
+            over = [
+                f"{key} {used[key]} of {hard[key]}"
+                for key in hard
+                if key in used and parse_quantity(used[key]) > parse_quantity(hard[key])
+            ]
+            if over:
+                problems.append(
+                    f"{team.name}: {name} counts more than its room: {', '.join(over)} ({what}: {names_of})"
+                )
+                fixes["over"] = (
+                    "pods a quota counts beyond its room were made before it or under a larger one "
+                    "(docs/upgrading.md): they run until they end or are deleted; delete what the team can spare "
+                    "(`kubectl -n TEAM get pods -o wide`), its pods with a deadline end by it"
+                )
+                continue
             seen.append(
                 f"{team.name}: {name} as planned ({hard['requests.cpu']} vCPUs, {hard['requests.memory']}), "
                 f"counting {len(counted)} {what} ({used['requests.cpu']} vCPUs, {used['requests.memory']})"
