@@ -43,3 +43,30 @@ def test_pods_with_a_deadline_counted_beyond_the_lowered_cpu_only_room_fail_afte
     assert outcome.status == "FAIL", outcome
     assert "vision: cpu-only counts more than its room: requests.cpu 16 of 12" in outcome.evidence, outcome
     assert "docs/upgrading.md" in outcome.fix
+
+
+def test_a_pod_without_gpus_on_the_teams_cpu_nodes_in_both_quotas_fails_naming_it(ctx, cluster):
+    """A pod of the class with a deadline (one the team policy refuses: admitted while its binding was missing, or
+    by a policy gone wrong) is counted twice, once by each quota, each within its room: the figures agree, and only
+    the pod's two marks tell it."""
+    from infra.core.names import LONGEST_POD_DEADLINE
+
+    cluster.put(_service("router-x", activeDeadlineSeconds=LONGEST_POD_DEADLINE))
+    for name in ("cpu-only", "cpu-services"):
+        quota = cluster.get(f"/api/v1/namespaces/vision/resourcequotas/{name}")
+        quota["status"]["used"] = {"requests.cpu": "1500m", "requests.memory": "3Gi"}
+        cluster.put(quota)
+    outcome = one("kube.cpu-only-quota", ctx)
+    assert outcome.status == "FAIL", outcome
+    assert "vision/router-x: on the teams' CPU nodes without GPUs, counted by both" in outcome.evidence, outcome
+
+
+def test_a_pod_without_gpus_on_the_teams_cpu_nodes_in_neither_quota_fails_naming_it(ctx, cluster):
+    """A Deployment's pod without GPUs on the teams' CPU nodes that names no class and runs to no deadline: no quota
+    of CPU-only work's room counts it, and both quotas' figures agree with their own pods."""
+    pod = _service("router-y")
+    del pod["spec"]["priorityClassName"]
+    cluster.put(pod)
+    outcome = one("kube.cpu-only-quota", ctx)
+    assert outcome.status == "FAIL", outcome
+    assert "vision/router-y: on the teams' CPU nodes without GPUs, counted by neither" in outcome.evidence, outcome
