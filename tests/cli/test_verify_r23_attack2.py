@@ -70,3 +70,10 @@ def test_a_pod_without_gpus_on_the_teams_cpu_nodes_in_neither_quota_fails_naming
     outcome = one("kube.cpu-only-quota", ctx)
     assert outcome.status == "FAIL", outcome
     assert "vision/router-y: on the teams' CPU nodes without GPUs, counted by neither" in outcome.evidence, outcome
+
+
+def test_a_missing_services_quota_fails_with_a_fix_naming_it(ctx, cluster):
+    cluster.delete_now("/api/v1/namespaces/llm/resourcequotas/cpu-services")
+    outcome = one("kube.cpu-only-quota", ctx)
+    assert outcome.status == "FAIL" and "llm: no ResourceQuota cpu-services" in outcome.evidence, outcome
+    assert "get resourcequota cpu-services" in outcome.fix, outcome.fix

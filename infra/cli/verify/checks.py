@@ -2634,7 +2634,7 @@ def cpu_only_quota(ctx: Any) -> Outcome:
 
     now, problems, seen = ctx.now(), [], []
     fixes: dict[str, str] = {}  # what to do, once per kind of problem found
-    reapply = "rerun `pulumi up`; `kubectl -n TEAM get resourcequota cpu-only -o yaml` against the plan"
+    reapply = "rerun `pulumi up`; `kubectl -n TEAM get resourcequota {} -o yaml` against the plan"
     for team in ctx.config.scheduler.teams:
         quotas = {q["metadata"]["name"]: q for q in ctx.kube.resource_quotas(team.name)}
         pods = ctx.kube.pods(team.name)
@@ -2674,13 +2674,13 @@ def cpu_only_quota(ctx: Any) -> Outcome:
             live = quotas.get(name)
             if live is None:
                 problems.append(f"{team.name}: no ResourceQuota {name}")
-                fixes["quota"] = reapply
+                fixes[f"quota {name}"] = reapply.format(name)
                 continue
             planned = planned_quota(team)["spec"]
             changed = _drift(_hard_as_quantities(live.get("spec") or {}), _hard_as_quantities(planned))
             if changed:
                 problems.append(f"{team.name}: {name} {', '.join(changed)} not as planned")
-                fixes["quota"] = reapply
+                fixes[f"quota {name}"] = reapply.format(name)
                 continue
             counted = [p for p in pods if counts(p.get("spec") or {}) and _charged(p, now)]
             used = (live.get("status") or {}).get("used") or {}
