@@ -337,12 +337,12 @@ class Teams(pulumi.ComponentResource):
                 compute_quota(team, args.pools),
                 pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns, defaults]),
             )
-            obj(
+            cpu_only = obj(
                 tenancy.CPU_ONLY_QUOTA,
                 cpu_only_quota(team),
                 pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns, defaults]),
             )
-            obj(
+            cpu_services = obj(
                 tenancy.CPU_SERVICE_QUOTA,
                 cpu_service_quota(team),
                 pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[ns, defaults]),
@@ -366,8 +366,14 @@ class Teams(pulumi.ComponentResource):
                         },
                     },
                 )
-            # The policy exists before its binding, and both before anything runs in the namespace.
-            policy = obj("admission", tenancy.admission_policy(rules), child)
+            # The policy exists before its binding, and both before anything runs in the namespace. It is applied
+            # after the quotas of pods without GPUs: it admits the pods they count (a deadline, the class of
+            # services), and a pod admitted before its quota exists runs uncounted for as long as it lives.
+            policy = obj(
+                "admission",
+                tenancy.admission_policy(rules),
+                pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[cpu_only, cpu_services])),
+            )
             obj(
                 "admission-binding",
                 tenancy.admission_binding(rules),

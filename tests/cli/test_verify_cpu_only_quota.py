@@ -81,9 +81,9 @@ def test_quotas_as_planned_counting_a_launcher_pass(ctx, cluster):
     assert "foundation: cpu-only as planned" in outcome.evidence
 
 
-def _service(name: str = "router", team: str = "vision") -> dict:
+def _service(name: str = "router", team: str = "vision", **spec) -> dict:
     """A pod of a team's service without GPUs, as its Deployment's ReplicaSet makes it on the teams' CPU nodes."""
-    pod = _pod(name, team, priorityClassName=CPU_SERVICE_PRIORITY_CLASS, **copy.deepcopy(ON_TEAM_CPU_NODES))
+    pod = _pod(name, team, priorityClassName=CPU_SERVICE_PRIORITY_CLASS, **copy.deepcopy(ON_TEAM_CPU_NODES), **spec)
     return pod
 
 

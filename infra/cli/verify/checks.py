@@ -2544,6 +2544,56 @@ def _gpu_node_pod_without_a_deadline(pod: dict) -> bool:
     return (pod.get("spec") or {}).get("activeDeadlineSeconds") is None and _gpu_node_pod_without_gpus(pod)
 
 
+def _used_not_asked(used: dict, counted: list[dict]) -> list[str]:
+    """Each CPU_ONLY_RESOURCES figure of a quota's status.used that is not what `counted` pods request, with both."""
+    from kubernetes.utils.quantity import parse_quantity
+
+    differ = []
+    for key in CPU_ONLY_RESOURCES:
+        resource = key.split(".", 1)[1]
+        ours = sum((_requested(p.get("spec") or {}, resource) for p in counted), parse_quantity(0))
+        if key not in used or parse_quantity(used[key]) != ours:
+            differ.append(f"{key} {used.get(key, 'unset')}, its pods' {_quantity(ours, resource)}")
+    return differ
+
+
+def _beyond_hard(hard: dict, used: dict) -> list[str]:
+    """Each figure of a quota's status.used above its hard limit, with both."""
+    from kubernetes.utils.quantity import parse_quantity
+
+    return [
+        f"{key} {used[key]} of {hard[key]}"
+        for key in hard
+        if key in used and parse_quantity(used[key]) > parse_quantity(hard[key])
+    ]
+
+
+def _cpu_only_marks(pod: dict) -> int:
+    """How many of the marks that put a pod without GPUs in a quota of CPU-only work's room it carries: a deadline
+    (`cpu-only`, scope Terminating) and the class of services without GPUs (`cpu-services`)."""
+    from infra.config import CPU_SERVICE_PRIORITY_CLASS
+
+    spec = pod.get("spec") or {}
+    return (spec.get("activeDeadlineSeconds") is not None) + (
+        spec.get("priorityClassName") == CPU_SERVICE_PRIORITY_CLASS
+    )
+
+
+def _team_cpu_node_pods_not_in_one_quota(pods: list[dict], now: datetime.datetime) -> list[dict]:
+    """The pods without GPUs on the teams' CPU nodes, not ended, that carry both marks or neither (_cpu_only_marks):
+    counted twice, or by no quota of CPU-only work's room. The team policy admits neither."""
+    return [p for p in pods if _charged(p, now) and _team_cpu_node_pod_without_gpus(p) and _cpu_only_marks(p) != 1]
+
+
+def _team_cpu_node_pod_without_gpus(pod: dict) -> bool:
+    """A pod that may be placed on the teams' CPU nodes (it tolerates their taint) and asks no GPU."""
+    from components.tenancy import TEAM_CPU_TAINT_KEY
+
+    spec = pod.get("spec") or {}
+    on_team_cpu_nodes = any(t.get("key") == TEAM_CPU_TAINT_KEY for t in spec.get("tolerations") or [])
+    return on_team_cpu_nodes and not _asks_gpus(pod)
+
+
 def _gpu_node_pod_without_gpus(pod: dict) -> bool:
     """A pod placed on the GPU nodes (it tolerates the GPU taint) that asks no GPU."""
     spec = pod.get("spec") or {}
@@ -2578,10 +2628,9 @@ def cpu_only_quota(ctx: Any) -> Outcome:
     cpu_only_quota, scope Terminating, and cpu_service_quota, the class of services without GPUs: CPU-only work's
     room), and what each counts (status.used) is what its pods, not ended, ask (those with a deadline; those of the
     class): that the API server puts in each quota exactly the pods the team policy marks, which the tests only
-    model. And no pod without GPUs runs on the GPU nodes without a deadline (made before the rule), outside that
-    room."""
-    from kubernetes.utils.quantity import parse_quantity
-
+    model; and that neither counts more than its room (pods made before it, or under a larger one, run on). And no
+    pod without GPUs runs on the GPU nodes without a deadline (made before the rule), outside that room, nor on the
+    teams' CPU nodes with both marks or neither (in both quotas, or in none)."""
     from components.teams import cpu_only_quota as planned_cpu_only
     from components.teams import cpu_service_quota as planned_services
     from components.tenancy import CPU_ONLY_QUOTA, CPU_SERVICE_QUOTA
@@ -2601,7 +2650,7 @@ def cpu_only_quota(ctx: Any) -> Outcome:
 
     now, problems, seen = ctx.now(), [], []
     fixes: dict[str, str] = {}  # what to do, once per kind of problem found
-    reapply = "rerun `pulumi up`; `kubectl -n TEAM get resourcequota cpu-only -o yaml` against the plan"
+    reapply = "rerun `pulumi up`; `kubectl -n TEAM get resourcequota {} -o yaml` against the plan"
     for team in ctx.config.scheduler.teams:
         quotas = {q["metadata"]["name"]: q for q in ctx.kube.resource_quotas(team.name)}
         pods = ctx.kube.pods(team.name)
@@ -2615,6 +2664,17 @@ def cpu_only_quota(ctx: Any) -> Outcome:
                     'such a pod was made before the rule: docs/upgrading.md, "From a stack deployed at 3733dc2 or '
                     'earlier: pods without GPUs run to a deadline", says how to move its work'
                 )
+        for pod in _team_cpu_node_pods_not_in_one_quota(pods, now):
+            problems.append(
+                f"{team.name}/{pod['metadata']['name']}: on the teams' CPU nodes without GPUs, counted by "
+                f"{'both' if _cpu_only_marks(pod) else 'neither'} of {CPU_ONLY_QUOTA} (a deadline) and "
+                f"{CPU_SERVICE_QUOTA} (priorityClassName {CPU_SERVICE_PRIORITY_CLASS})"
+            )
+            fixes["marks"] = (
+                "the team policy admits such a pod with exactly one of the two marks: one with both or neither was "
+                "admitted without it (`kubectl get validatingadmissionpolicybinding higgsfield-team-TEAM`; rerun "
+                "`pulumi up`); delete the pod, its controller makes it again under the policy"
+            )
         for pod, job in _kubeflow_pods_outliving_their_gpu_pods(pods, now):
             node = pod["spec"]["nodeName"]
             problems.append(
@@ -2630,22 +2690,17 @@ def cpu_only_quota(ctx: Any) -> Outcome:
             live = quotas.get(name)
             if live is None:
                 problems.append(f"{team.name}: no ResourceQuota {name}")
-                fixes["quota"] = reapply
+                fixes[f"quota {name}"] = reapply.format(name)
                 continue
             planned = planned_quota(team)["spec"]
             changed = _drift(_hard_as_quantities(live.get("spec") or {}), _hard_as_quantities(planned))
             if changed:
                 problems.append(f"{team.name}: {name} {', '.join(changed)} not as planned")
-                fixes["quota"] = reapply
+                fixes[f"quota {name}"] = reapply.format(name)
                 continue
             counted = [p for p in pods if counts(p.get("spec") or {}) and _charged(p, now)]
             used = (live.get("status") or {}).get("used") or {}
-            differ = []
-            for key in CPU_ONLY_RESOURCES:
-                resource = key.split(".", 1)[1]
-                ours = sum((_requested(p.get("spec") or {}, resource) for p in counted), parse_quantity(0))
-                if key not in used or parse_quantity(used[key]) != ours:
-                    differ.append(f"{key} {used.get(key, 'unset')}, its pods' {_quantity(ours, resource)}")
+            differ = _used_not_asked(used, counted)
             names_of = ", ".join(sorted(p["metadata"]["name"] for p in counted)) or "none"
             if differ:
                 problems.append(f"{team.name}: {name} counts {'; '.join(differ)} ({what}, not ended: {names_of})")
@@ -2657,6 +2712,20 @@ def cpu_only_quota(ctx: Any) -> Outcome:
                 )
                 continue
             hard = planned["hard"]
+            # A quota refuses new pods only: pods it counts beyond its room (made before it was, or under a larger
+            # room before an upgrade lowered it) run on, and hold more of the teams' CPU nodes than their maxSize is
+            # sized for.
+            over = _beyond_hard(hard, used)
+            if over:
+                problems.append(
+                    f"{team.name}: {name} counts more than its room: {', '.join(over)} ({what}: {names_of})"
+                )
+                fixes["over"] = (
+                    "pods a quota counts beyond its room were made before it or under a larger one "
+                    "(docs/upgrading.md): they run until they end or are deleted; delete what the team can spare "
+                    "(`kubectl -n TEAM get pods -o wide`), its pods with a deadline end by it"
+                )
+                continue
             seen.append(
                 f"{team.name}: {name} as planned ({hard['requests.cpu']} vCPUs, {hard['requests.memory']}), "
                 f"counting {len(counted)} {what} ({used['requests.cpu']} vCPUs, {used['requests.memory']})"
