@@ -2591,7 +2591,7 @@ def _team_cpu_node_pod_without_gpus(pod: dict) -> bool:
 
     spec = pod.get("spec") or {}
     on_team_cpu_nodes = any(t.get("key") == TEAM_CPU_TAINT_KEY for t in spec.get("tolerations") or [])
-    return on_team_cpu_nodes and not _asks_gpus(pod)
+    return on_team_cpu_nodes and not gpus_of(pod)
 
 
 def _gpu_node_pod_without_gpus(pod: dict) -> bool:
