@@ -31,7 +31,7 @@ from infra.core.names import GANG_RETRY_AFTER_S, KUBEFLOW_GROUP, KUBEFLOW_JOB_KI
 NAMESPACE = "higgsfield-capacity"
 SERVICE_ACCOUNT = "gang-deadline"
 USER = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"  # the CronJob's requests, as admission sees them
-MEMORY_LIMIT = "256Mi"
+MEMORY_LIMIT = "768Mi"
 ESTIMATE = "estimate"
 
 

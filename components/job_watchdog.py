@@ -36,6 +36,9 @@ NAMESPACE = "higgsfield-watchdog"
 SERVICE_ACCOUNT = "job-watchdog"
 APP_LABELS = {"app.kubernetes.io/name": "job-watchdog", "app.kubernetes.io/part-of": "higgsfield"}
 EVENTS_NAMESPACE = "default"  # where Events about nodes live (components/healthgate.py)
+# The watchdog's memory: a page of a hung job's pods as large as a team can make them (images/training/job_watchdog.py
+# PAGE) beside its own.
+MEMORY_LIMIT = "256Mi"
 # A job is hung when its newest step is older than HANG_STEP_MULTIPLE x its normal step time, and
 # never sooner than HANG_FLOOR_S: longer than PyTorch's NCCL watchdog (5 minutes, infra/offline/jobs.py
 # COLLECTIVE_TIMEOUT_S), which ends a stuck collective itself, so this one catches what that cannot
@@ -99,7 +102,10 @@ def deployment(image: pulumi.Input[str], prometheus_url: str) -> dict:
                             "image": image,
                             "command": ["python", "/opt/higgsfield/job_watchdog.py"],
                             "env": settings_env(prometheus_url),
-                            "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
+                            "resources": {
+                                "requests": {"cpu": "50m", "memory": "64Mi"},
+                                "limits": {"memory": MEMORY_LIMIT},
+                            },
                             "securityContext": {
                                 "allowPrivilegeEscalation": False,
                                 "readOnlyRootFilesystem": True,

@@ -797,7 +797,8 @@ SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 # limit, 1.5 MiB (DefaultMaxRequestBytes, etcd-io/etcd:server/embed/config.go, read through the code
 # search), but comes as up to six times that in JSON: the API server's encoder (Go's encoding/json,
 # kubernetes/apimachinery:pkg/runtime/serializer/json/json.go) writes a string's control characters, and `<`,
-# `>`, `&`, as `\u0001`-like escapes, and a team's strings may be all of them. The CronJob's memory limit
+# `>`, `&`, as `\u0001`-like escapes, and a team's strings may be all of them; one character above U+FFFF (written as
+# UTF-8) makes Python hold the decoded page at four bytes a character. The CronJob's memory limit
 # (components/gang_deadline.py) holds a page of those (tests/security/test_r8_attack7.py).
 PAGE = 8
 LIST_ATTEMPTS = 3

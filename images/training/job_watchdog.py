@@ -59,6 +59,10 @@ RECHECK_REASON = "NodeRecheckRequested"
 HUNG_REASON = "TrainingHung"
 COMPONENT = "higgsfield-job-watchdog"
 JOB_LABEL = "training.kubeflow.org/job-name"
+# A job's pods are listed this many at a time: a page of the largest a team can make, as the API server writes them,
+# fits the watchdog's memory limit (components/job_watchdog.py MEMORY_LIMIT;
+# tests/security/test_r23_watchdog_memory.py).
+PAGE = 3
 # The series of the scrape job `training-progress` (components/observability.py), which labels them
 # from the pod's own metadata; the same names from any other scrape job are never read.
 QUERIES = {
@@ -257,8 +261,19 @@ class WatchdogApi(KubernetesApi):
     """The calls the watchdog makes (its RBAC: components/job_watchdog.py rules)."""
 
     def list_pods(self, namespace: str, selector: str) -> list[dict]:
-        query_string = urllib.parse.urlencode({"labelSelector": selector})
-        return self._call("GET", f"/api/v1/namespaces/{namespace}/pods?{query_string}").get("items", [])
+        """The pods `selector` picks, PAGE at a time, each cut to the metadata restart() reads before the next page
+        is asked for: a team writes its own pods, so one hung job's pods may each be as large as etcd stores and
+        come as up to six times that in JSON (images/training/gang_deadline.py PAGE says why)."""
+        kept: list[dict] = []
+        token = ""
+        while True:
+            query = {"labelSelector": selector, "limit": PAGE, **({"continue": token} if token else {})}
+            page = self._call("GET", f"/api/v1/namespaces/{namespace}/pods?{urllib.parse.urlencode(query)}")
+            kept += [_kept(pod) for pod in page.get("items", [])]
+            token = (page.get("metadata") or {}).get("continue") or ""
+            del page  # one page at a time
+            if not token:
+                return kept
 
     def delete_pod(self, namespace: str, name: str, uid: str) -> dict:
         body = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": uid}}
@@ -267,6 +282,19 @@ class WatchdogApi(KubernetesApi):
     def list_events(self, namespace: str, field_selector: str) -> list[dict]:
         query_string = urllib.parse.urlencode({"fieldSelector": field_selector})
         return self._call("GET", f"/api/v1/namespaces/{namespace}/events?{query_string}").get("items", [])
+
+
+def _kept(pod: dict) -> dict:
+    """What the watchdog reads of a pod: its name, namespace, uid and controller references (whom to delete, whose
+    job an Event is about), and its node."""
+    meta = pod.get("metadata") or {}
+    owners = [
+        {k: ref.get(k, "") for k in ("apiVersion", "kind", "name", "uid", "controller")}
+        for ref in meta.get("ownerReferences") or []
+        if ref.get("controller")
+    ]
+    kept = {k: meta.get(k, "") for k in ("name", "namespace", "uid")} | {"ownerReferences": owners}
+    return {"metadata": kept, "spec": {"nodeName": (pod.get("spec") or {}).get("nodeName")}}
 
 
 def _stamp(now: float) -> str:
