@@ -142,10 +142,10 @@ def _cpu_instance_problems(
 
 
 # The pods of node daemons on one of the teams' CPU nodes, each in a pod slot of its own: the VPC CNI's, kube-proxy,
-# the Pod Identity agent, the node monitoring agent, the CloudWatch agent and Fluent Bit, the node exporter, and one
-# to spare. An estimate for sizing the group; on a cluster, `kubectl get pods -A --field-selector
-# spec.nodeName=NODE` on one of its nodes.
-TEAM_CPU_NODE_DAEMON_PODS = 8
+# the Pod Identity agent, the node monitoring agent, the EBS and FSx CSI nodes (both tolerate every taint:
+# components/addons.py), the CloudWatch agent and Fluent Bit, the node exporter, and one to spare. An estimate for
+# sizing the group; on a cluster, `kubectl get pods -A --field-selector spec.nodeName=NODE` on one of its nodes.
+TEAM_CPU_NODE_DAEMON_PODS = 10
 
 
 class TeamCpuNodes(Setting):
@@ -161,7 +161,7 @@ class TeamCpuNodes(Setting):
         "Nodes the autoscaler never goes above; default: room for every team's launchers however each other team "
         "spends its CPU-only work's room (16 vCPUs, 64 GiB and 16 pods: a pod asking more than half a node's CPU or "
         "memory stands alone), per team 2 x 16 vCPUs / a node's + 2 x 64 GiB / a node's + the nodes whose pod slots "
-        "its 16 pods fill past the node daemons' (1 where a node holds 24 pods or more), on the smallest type."
+        "its 16 pods fill past the node daemons' (1 where a node holds 26 pods or more), on the smallest type."
     )
     scale_down_unneeded_time: PositiveDuration = derived(
         "How long a node stays empty before the autoscaler removes it; default: the GPU pools' longest "
@@ -174,16 +174,6 @@ class TeamCpuNodes(Setting):
     def _types(self, info: ValidationInfo) -> TeamCpuNodes:
         problems = Problems()
         _cpu_instance_problems(problems, self.instance_types or (), info, "the teams' CPU nodes")
-        catalog, _ = _catalog(info)
-        for i, name in enumerate(self.instance_types or ()):
-            if problems or catalog is None:
-                break
-            if (slots := catalog.describe(name).pod_slots) <= TEAM_CPU_NODE_DAEMON_PODS:
-                problems.add(
-                    f"instanceTypes[{i}]",
-                    f"{name} holds {slots} pods, and the node daemons take about {TEAM_CPU_NODE_DAEMON_PODS} of them: "
-                    "no team's pod would fit; pick a larger type",
-                )
         problems.raise_any()
         return self
 

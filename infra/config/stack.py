@@ -490,12 +490,25 @@ class StackConfig(Setting):
         slots of as many nodes as they fill, past the node daemons' (TEAM_CPU_NODE_DAEMON_PODS), on the type with the
         fewest; and unless one is set an unneeded time as long as the GPU
         pools' longest scale-down-unneeded time and each pool's boot and health gate (a launcher's node, up first,
-        stands empty until its gang's last GPU node has passed the gate)."""
+        stands empty until its gang's last GPU node has passed the gate). A type whose pod slots the node daemons take,
+        set or taken from cpuNodes, is refused."""
         nodes = self.team_cpu_nodes
         types = nodes.instance_types or self.cpu_nodes.instance_types
+        setting = f"{NAMESPACE}:{'teamCpuNodes' if nodes.instance_types else 'cpuNodes'}.instanceTypes"
+        catalog, _ = _catalog(info)
+        problems = Problems()
+        slots_of = {name: catalog.describe(name).pod_slots for name in types} if catalog is not None else {}
+        for i, (name, slots) in enumerate(slots_of.items()):
+            if slots <= TEAM_CPU_NODE_DAEMON_PODS:
+                problems.add(
+                    f"{setting}[{i}]",
+                    f"{name} holds {slots} pods, and the node daemons take about {TEAM_CPU_NODE_DAEMON_PODS} of them: "
+                    "no team's pod would fit on the teams' CPU nodes (they take cpuNodes' types unless "
+                    "teamCpuNodes.instanceTypes is set); pick a larger type",
+                )
+        problems.raise_any()
         size = nodes.max_size
         if size is None:
-            catalog, _ = _catalog(info)
             facts = [catalog.describe(t) for t in types] if catalog is not None else []
             # what a node has for pods: less the kubelet's reservations and the node daemons (an estimate)
             vcpus = min((f.vcpus for f in facts), default=0) * ALLOCATABLE_SHARE

@@ -104,10 +104,10 @@ def test_the_teams_cpu_nodes_hold_every_teams_cpu_only_room_at_once(stack):
 
 
 def test_a_type_of_few_pod_slots_counts_every_node_a_teams_pods_fill(project_copy):
-    """t3.medium holds 17 pods (3 interfaces of 6 addresses), 9 past the node daemons (TEAM_CPU_NODE_DAEMON_PODS): one
-    team's 16 pods of a millicore fill two nodes' slots, and maxSize counts both beside the nodes its CPU and memory
+    """t3.medium holds 17 pods (3 interfaces of 6 addresses), 7 past the node daemons (TEAM_CPU_NODE_DAEMON_PODS): one
+    team's 16 pods of a millicore fill three nodes' slots, and maxSize counts them beside the nodes its CPU and memory
     take (2 x 16 vCPUs over 1.7, 2 x 64 GiB over 3.4: 18 + 37), so another team's launcher still finds a node."""
     root = project_copy("dev", set_key("higgsfield:teamCpuNodes", {"instanceTypes": ["t3.medium"]}))
     cfg = load_stack("bad", root=root)
     assert len(cfg.scheduler.teams) == 1
-    assert cfg.team_cpu_nodes.max_size == 18 + 37 + 2
+    assert cfg.team_cpu_nodes.max_size == 18 + 37 + 3

@@ -126,7 +126,13 @@ REFUSED = {
         "dev",
         lambda c: c.update({"higgsfield:teamCpuNodes": {"instanceTypes": ["t3.nano"]}}),
         "higgsfield:teamCpuNodes.instanceTypes[0]",
-        "t3.nano holds 4 pods, and the node daemons take about 8 of them",
+        "t3.nano holds 4 pods, and the node daemons take about 10 of them",
+    ),
+    "cpu_nodes_without_pod_slots_for_the_teams_cpu_nodes_that_take_them": (
+        "dev",
+        lambda c: c["higgsfield:cpuNodes"].update({"instanceTypes": ["t3.micro"]}),
+        "higgsfield:cpuNodes.instanceTypes[0]",
+        "t3.micro holds 4 pods, and the node daemons take about 10 of them",
     ),
     "team_cpu_nodes_of_an_arm_type": (
         "dev",
