@@ -869,10 +869,11 @@ def node_share_validations(team: TeamRules) -> list[dict]:
         {
             # The class is the mark the `cpu-services` quota counts by, so it goes on a service without GPUs and on
             # nothing else: a Deployment's (or its ReplicaSet's) pods, asking no GPU, EFA or huge pages, on the
-            # teams' CPU nodes. A Job's or a Kubeflow job's pods run to a deadline instead, and a StatefulSet's,
-            # DaemonSet's or ReplicationController's have no place: the Cluster Autoscaler drains a ReplicaSet's pods
-            # when it empties a node (rules/replicated/rule.go, kubernetes/autoscaler@cluster-autoscaler-1.35.2).
-            "expression": f"variables.specs.all(s, !{_is_cpu_service('s')} || ("
+            # teams' CPU nodes. A Job's or a Kubeflow job's pods run to a deadline instead; a StatefulSet or a
+            # ReplicationController is not needed for a service without GPUs and is left out (docs/design/tenancy.md,
+            # "A team's services without GPUs"), a DaemonSet is refused on the teams' nodes above. An UPDATE that
+            # keeps a pod's spec passes: the garbage collector's that drops an orphaned pod's owners among them.
+            "expression": f"variables.specs_kept || variables.specs.all(s, !{_is_cpu_service('s')} || ("
             f"object.kind in {_list(['Deployment', 'ReplicaSet', 'Pod'])} && "
             "(object.kind != 'Pod' || (has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists("
             "r, has(r.controller) && r.controller == true && r.kind == 'ReplicaSet'))) && "

@@ -325,3 +325,11 @@ def test_a_job_whose_launcher_takes_a_gpu_node_without_gpus_fails_naming_it(ctx,
     where = f"{job['metadata']['namespace']}/MPIJob {job['metadata']['name']}"
     assert outcome.status == "FAIL" and f"{where}: its Launcher on the GPU nodes without GPUs" in outcome.evidence
     assert "docs/upgrading.md" in outcome.fix
+
+
+def test_a_finished_job_whose_launcher_took_a_gpu_node_passes_the_placement_check(ctx, cluster):
+    """Succeeded, the operator makes no pod of it again: nothing relies on the exemption."""
+    job = _an_mpijob_from_before_the_rule()
+    job["status"] = {"conditions": [{"type": "Succeeded", "status": "True"}]}
+    cluster.put(job)
+    assert one("kube.job-placement", ctx).status == "PASS"

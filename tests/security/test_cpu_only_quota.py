@@ -160,12 +160,13 @@ def _in_scope(pod: dict, quota: dict) -> bool:
     spec.activeDeadlineSeconds; a PriorityClass In expression: the pod's class is one of its values
     (kubernetes/kubernetes:pkg/quota/v1/evaluator/core/pods.go@05e7cb29 podMatchesScopeFunc)."""
     spec = quota["spec"]
-    terminating = "Terminating" not in spec.get("scopes", []) or "activeDeadlineSeconds" in pod["spec"]
-    classes = [
-        e["values"]
-        for e in (spec.get("scopeSelector") or {}).get("matchExpressions", [])
-        if e["scopeName"] == "PriorityClass" and e["operator"] == "In"
+    expressions = (spec.get("scopeSelector") or {}).get("matchExpressions", [])
+    unmodelled = [x for x in spec.get("scopes", []) if x != "Terminating"] + [
+        e for e in expressions if (e["scopeName"], e["operator"]) != ("PriorityClass", "In")
     ]
+    assert not unmodelled, f"a scope this model does not read: {unmodelled}"
+    terminating = "Terminating" not in spec.get("scopes", []) or "activeDeadlineSeconds" in pod["spec"]
+    classes = [e["values"] for e in expressions]
     return terminating and all(pod["spec"].get("priorityClassName") in values for values in classes)
 
 

@@ -174,3 +174,13 @@ def test_the_manuals_service_without_gpus_is_admitted_with_the_pods_its_replicas
     assert denied_by(deployment, RULES) == []
     pod = _pod(**deployment["spec"]["template"]["spec"])
     assert denied_by(pod, RULES) == []
+
+
+def test_the_garbage_collectors_update_dropping_an_orphaned_service_pods_owner_passes():
+    """An administrator's `kubectl delete rs --cascade=orphan`: the garbage collector removes the pod's owner
+    reference by an UPDATE that keeps its spec; refused, the ReplicaSet's orphan finalizer would never be removed."""
+    old = _service_pod()
+    orphaned = copy.deepcopy(old)
+    del orphaned["metadata"]["ownerReferences"]
+    collector = f"{tenancy.CONTROLLER_USERS}generic-garbage-collector"
+    assert not _refused_for_its_shape(orphaned, operation="UPDATE", old=old, user=collector)

@@ -8,10 +8,11 @@ room goes furthest spent one dimension a node: a pod asking just more than a nod
 node by its CPU, one asking just more than a node's memory less a launcher's takes another by its memory, and pods
 asking a millicore take a node by its pod slots. The group's maxSize counts that (infra/config/stack.py
 _team_cpu_nodes_defaults: per team, twice its room over a node's in CPU and in memory, and one node for its
-`cpu-only` and `cpu-services` quotas' 16 pods, fewer than a node's slots), so one team's room, however spent, leaves
-the others nodes. Each such pod is a plain batch Job's, on the teams' CPU nodes as the platform puts a launcher
-there, with the deadline the CPU-only quota counts it by: the policy admits it (the team's rules as a shipped stack
-renders them, evaluated with cel-expr-python as tests/security/test_tenancy.py does).
+`cpu-only` and `cpu-services` quotas' 16 pods, the nodes whose slots they fill past the node daemons'), so one
+team's room, however spent, leaves the others nodes. Each such pod is a plain batch Job's, on the teams' CPU nodes
+as the platform puts a launcher there, with the deadline the CPU-only quota counts it by: the policy admits it (the
+team's rules as a shipped stack renders them, evaluated with cel-expr-python as tests/security/test_tenancy.py
+does).
 
 The nodes are counted at their full capacity (the bundled EC2 catalog's vCPUs, memory and the VPC CNI's pod limit,
 ENIs x (IPv4 addresses per ENI - 1) + 2, without prefix delegation, as EKS computes maxPods), so what a node has for

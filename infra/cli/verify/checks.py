@@ -2441,6 +2441,9 @@ def job_placement(ctx: Any) -> Outcome:
     problems, count = [], 0
     for team, kind, job in _team_jobs(ctx):
         count += 1
+        conditions = (job.get("status") or {}).get("conditions") or []
+        if any(c.get("type") in ("Succeeded", "Failed") and c.get("status") == "True" for c in conditions):
+            continue  # finished: the operator makes no pod of it again
         specs = ((key, value) for key, value in (job.get("spec") or {}).items() if key.endswith("ReplicaSpecs"))
         for _, replicas in specs:
             for replica, spec in (replicas or {}).items():
