@@ -435,7 +435,7 @@ def seed(fake: FakeKubernetesApi, plan, now: datetime.datetime = NOW) -> None:
         )
         # no pod without GPUs yet: the quota controller's counts are nought (status.hard mirrors spec.hard)
         for quota in (cpu_only_quota(team), cpu_service_quota(team)):
-            nought = {"requests.cpu": "0", "requests.memory": "0"}
+            nought = {"requests.cpu": "0", "requests.memory": "0", "pods": "0"}
             fake.put({**quota, "status": {"hard": quota["spec"]["hard"], "used": nought}})
     for vap in plan.of_type(checks.VAP):
         fake.put(

@@ -333,3 +333,15 @@ def test_a_finished_job_whose_launcher_took_a_gpu_node_passes_the_placement_chec
     job["status"] = {"conditions": [{"type": "Succeeded", "status": "True"}]}
     cluster.put(job)
     assert one("kube.job-placement", ctx).status == "PASS"
+
+
+def test_a_quota_counting_other_pods_than_its_own_fails_naming_its_pods_figure(ctx, cluster):
+    """Pods that ask no CPU or memory (a service's, admitted with nothing requested) show in the quota's pods alone:
+    the quota controller counting one the policy did not mark leaves the CPU and memory figures agreeing."""
+    cluster.put(_launcher())
+    _counted(cluster, "vision", "2", "3Gi")
+    quota = cluster.get("/api/v1/namespaces/vision/resourcequotas/cpu-only")
+    quota["status"]["used"]["pods"] = "2"
+    cluster.put(quota)
+    outcome = one("kube.cpu-only-quota", ctx)
+    assert outcome.status == "FAIL" and "vision: cpu-only counts pods 2, its pods' 1" in outcome.evidence, outcome

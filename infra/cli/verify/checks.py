@@ -2548,7 +2548,9 @@ def _gpu_node_pod_without_a_deadline(pod: dict) -> bool:
 
 
 def _used_not_asked(used: dict, counted: list[dict]) -> list[str]:
-    """Each CPU_ONLY_RESOURCES figure of a quota's status.used that is not what `counted` pods request, with both."""
+    """Each CPU_ONLY_RESOURCES figure of a quota's status.used that is not what `counted` pods request, with both; and
+    its pods where it reports them (the quota controller does, for a quota with a `pods` room), which tells pods that
+    ask no CPU or memory apart."""
     from kubernetes.utils.quantity import parse_quantity
 
     differ = []
@@ -2557,6 +2559,8 @@ def _used_not_asked(used: dict, counted: list[dict]) -> list[str]:
         ours = sum((_requested(p.get("spec") or {}, resource) for p in counted), parse_quantity(0))
         if key not in used or parse_quantity(used[key]) != ours:
             differ.append(f"{key} {used.get(key, 'unset')}, its pods' {_quantity(ours, resource)}")
+    if "pods" in used and parse_quantity(used["pods"]) != len(counted):
+        differ.append(f"pods {used['pods']}, its pods' {len(counted)}")
     return differ
 
 
