@@ -268,6 +268,10 @@ def test_the_tenant_attacks_see_the_cpu_only_job_refused_for_its_deadline(ctx, c
         "vision: a Job without GPUs tolerating the teams' CPU nodes without selecting them refused (403) for its "
         "selector" in outcome.evidence
     )
+    assert (
+        "vision: a Job without GPUs on the teams' CPU nodes in higgsfield-cpu-service refused (403) for its class"
+        in outcome.evidence
+    )
     assert ("POST", "/apis/batch/v1/namespaces/vision/jobs?dryRun=All&fieldValidation=Strict") in cluster.requests
     assert not [k for k in cluster.objects if k[2] == "jobs"]
 

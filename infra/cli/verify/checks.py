@@ -29,6 +29,7 @@ from components.karpenter import DEPLOYMENT as KARPENTER_DEPLOYMENT
 from components.karpenter import NAMESPACE as KARPENTER_NAMESPACE
 from components.karpenter import SERVICE_ACCOUNT as KARPENTER_ACCOUNT
 from components.tenancy import (
+    CPU_SERVICES_SHAPE,
     ON_TEAM_CPU_NODES_BY_VOLCANO,
     SCHEDULER,
     SELECTS_TEAM_CPU_NODES,
@@ -36,6 +37,7 @@ from components.tenancy import (
 )
 from infra.cli.preflight import DENIED_CODES
 from infra.cli.verify import Outcome, Spec, failed, passed, skipped
+from infra.config import CPU_SERVICE_PRIORITY_CLASS
 from infra.core import names, versions
 from infra.offline import crd_schemas
 from infra.offline.diff import BUCKET_VERSIONING, REPOSITORY
@@ -2156,6 +2158,11 @@ CPU_ONLY_FAULTS = {
         "its selector",
         SELECTS_TEAM_CPU_NODES,
     ),
+    "service-class": (
+        f"a Job without GPUs on the teams' CPU nodes in {CPU_SERVICE_PRIORITY_CLASS}",
+        "its class",
+        CPU_SERVICES_SHAPE,
+    ),
 }
 
 
@@ -2163,13 +2170,16 @@ def cpu_only_job(team: Any, priority_class: str | None, fault: str = "deadline")
     """A suspended batch Job whose pod asks no GPU and does one thing wrong (CPU_ONLY_FAULTS): by default it runs on
     the teams' CPU nodes to no activeDeadlineSeconds, so the CPU-only quota (scope Terminating) would not count it
     (docs/design/tenancy.md, "Pods without GPUs run to a deadline"); `gpu-nodes`: on the GPU nodes (as
-    gpu_daemon_set's pod is), where a pod without GPUs would hold a node its team's GPUs do not pay for. Otherwise one
+    gpu_daemon_set's pod is), where a pod without GPUs would hold a node its team's GPUs do not pay for;
+    `service-class`: in the class of services without GPUs, which goes on a Deployment's pods alone. Otherwise one
     the team policy admits, its container's requests the trial job's."""
     spec = _on_gpu_nodes(team, priority_class)
     if fault != "gpu-nodes":
         on_team_cpu_nodes(spec)
-    if fault != "deadline":
+    if fault not in ("deadline", "service-class"):
         spec["activeDeadlineSeconds"] = names.LONGEST_POD_DEADLINE
+    if fault == "service-class":  # the class's mark in place of the deadline, on a kind it may not go on
+        spec["priorityClassName"] = CPU_SERVICE_PRIORITY_CLASS
     if fault == "scheduler":
         spec.pop("schedulerName")
     if fault == "selector":
@@ -2578,8 +2588,6 @@ def _beyond_hard(hard: dict, used: dict) -> list[str]:
 def _cpu_only_marks(pod: dict) -> int:
     """How many of the marks that put a pod without GPUs in a quota of CPU-only work's room it carries: a deadline
     (`cpu-only`, scope Terminating) and the class of services without GPUs (`cpu-services`)."""
-    from infra.config import CPU_SERVICE_PRIORITY_CLASS
-
     spec = pod.get("spec") or {}
     return (spec.get("activeDeadlineSeconds") is not None) + (
         spec.get("priorityClassName") == CPU_SERVICE_PRIORITY_CLASS
@@ -2641,7 +2649,6 @@ def cpu_only_quota(ctx: Any) -> Outcome:
     from components.teams import cpu_only_quota as planned_cpu_only
     from components.teams import cpu_service_quota as planned_services
     from components.tenancy import CPU_ONLY_QUOTA, CPU_SERVICE_QUOTA
-    from infra.config import CPU_SERVICE_PRIORITY_CLASS
 
     def with_a_deadline(spec: dict) -> bool:
         return spec.get("activeDeadlineSeconds") is not None
