@@ -198,11 +198,10 @@ def rules_of(
     pools: Sequence[GpuPool] = (),
     grace_seconds: int | None = None,
 ) -> TeamRules:
-    """What the team's admission policy allows: its classes, the platform's default class that
-    the API server writes into a pod naming none and its class of services without GPUs (components/training.py
-    priority_classes); the
-    Service types it is given; whether the stack has public load balancers; the GPUs of each pool's nodes;
-    the pods' grace (higgsfield:checkpoints.terminationGracePeriod, its default where None)."""
+    """What the team's admission policy allows: its classes, the platform's default class that the API server writes
+    into a pod naming none and its class of services without GPUs (components/training.py priority_classes); the
+    Service types it is given; whether the stack has public load balancers; the GPUs of each pool's nodes; the pods'
+    grace (higgsfield:checkpoints.terminationGracePeriod, its default where None)."""
     serving = {c.name for c in classes if c.workload == "serving"}
     training = {c.name for c in classes if c.workload == "training"}
     fleet = _per_gpu(pools) if pools else None
