@@ -39,9 +39,10 @@ TEAM_CPU_TAINT = {"key": TEAM_CPU_TAINT_KEY, "value": "true", "effect": "NoSched
 # unpacked beside its layers) and the logs.
 TEAM_CPU_ROOT_VOLUME_GIB = 100
 # The ephemeral storage the autoscaler's node of an empty group offers: it builds that node from the instance type's
-# CPU and memory and the ASG's `resources/` tags alone (buildNodeFromTemplate, kubernetes/autoscaler:
-# cluster-autoscaler/cloudprovider/aws/aws_manager.go@cluster-autoscaler-1.35.2; cloudprovider/aws/README.md, same
-# ref), so without one no pod asking ephemeral storage fits it, and every MPI launcher does (the operator's
+# CPU, memory and GPUs, 110 pods, and of any other resource only the `resources/` tags (buildNodeFromTemplate,
+# kubernetes/autoscaler:cluster-autoscaler/cloudprovider/aws/aws_manager.go@cluster-autoscaler-1.35.2;
+# cloudprovider/aws/README.md, same ref), so without one no pod asking ephemeral storage fits it, and every MPI
+# launcher does (the operator's
 # kubectl-delivery asks 5Gi: components/tenancy.py LAUNCHER_INIT_EPHEMERAL_STORAGE). The root volume less what the
 # image and the kubelet's eviction threshold keep: an estimate, not measured here.
 TEAM_CPU_EPHEMERAL_STORAGE_GIB = TEAM_CPU_ROOT_VOLUME_GIB // 2

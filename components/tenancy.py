@@ -869,7 +869,8 @@ def node_share_validations(team: TeamRules) -> list[dict]:
         {
             # The class is the mark the `cpu-services` quota counts by, so it goes on a service without GPUs and on
             # nothing else: a Deployment's (or its ReplicaSet's) pods, asking no GPU, EFA or huge pages, on the
-            # teams' CPU nodes. A Job's or a Kubeflow job's pods run to a deadline instead; a StatefulSet or a
+            # teams' CPU nodes (a container asking a GPU takes a GPU node). A Job's or a Kubeflow job's pods run to a
+            # deadline instead; a StatefulSet or a
             # ReplicationController is not needed for a service without GPUs and is left out (docs/design/tenancy.md,
             # "A team's services without GPUs"), a DaemonSet is refused on the teams' nodes above. An UPDATE that
             # keeps a pod's spec passes: the garbage collector's that drops an orphaned pod's owners among them.
@@ -877,7 +878,7 @@ def node_share_validations(team: TeamRules) -> list[dict]:
             f"object.kind in {_list(['Deployment', 'ReplicaSet', 'Pod'])} && "
             "(object.kind != 'Pod' || (has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists("
             "r, has(r.controller) && r.controller == true && r.kind == 'ReplicaSet'))) && "
-            f"{_POD_GPUS} == 0.0 && !{_takes_a_gpu_node('s')} && {_tolerates_team_cpu('s')} && "
+            f"!{_takes_a_gpu_node('s')} && {_tolerates_team_cpu('s')} && "
             "!has(s.activeDeadlineSeconds)))",
             "message": f"{CPU_SERVICES_SHAPE} a Deployment's services without GPUs on the teams' CPU nodes: a "
             "Deployment (its ReplicaSet's pods), no GPU, EFA or huge pages, no toleration of the "

@@ -496,20 +496,19 @@ class StackConfig(Setting):
         types = nodes.instance_types or self.cpu_nodes.instance_types
         setting = f"{NAMESPACE}:{'teamCpuNodes' if nodes.instance_types else 'cpuNodes'}.instanceTypes"
         catalog, _ = _catalog(info)
+        facts = [catalog.describe(t) for t in types] if catalog is not None else []
         problems = Problems()
-        slots_of = {name: catalog.describe(name).pod_slots for name in types} if catalog is not None else {}
-        for i, (name, slots) in enumerate(slots_of.items()):
-            if slots <= TEAM_CPU_NODE_DAEMON_PODS:
+        for i, fact in enumerate(facts):
+            if fact.pod_slots <= TEAM_CPU_NODE_DAEMON_PODS:
                 problems.add(
                     f"{setting}[{i}]",
-                    f"{name} holds {slots} pods, and the node daemons take about {TEAM_CPU_NODE_DAEMON_PODS} of them: "
-                    "no team's pod would fit on the teams' CPU nodes (they take cpuNodes' types unless "
-                    "teamCpuNodes.instanceTypes is set); pick a larger type",
+                    f"{fact.name} holds {fact.pod_slots} pods, and the node daemons take about "
+                    f"{TEAM_CPU_NODE_DAEMON_PODS} of them: no team's pod would fit on the teams' CPU nodes (they take "
+                    "cpuNodes' types unless teamCpuNodes.instanceTypes is set); pick a larger type",
                 )
         problems.raise_any()
         size = nodes.max_size
         if size is None:
-            facts = [catalog.describe(t) for t in types] if catalog is not None else []
             # what a node has for pods: less the kubelet's reservations and the node daemons (an estimate)
             vcpus = min((f.vcpus for f in facts), default=0) * ALLOCATABLE_SHARE
             gib = min((f.memory_mib for f in facts), default=0) / 1024 * ALLOCATABLE_SHARE

@@ -2454,8 +2454,9 @@ def job_placement(ctx: Any) -> Outcome:
         conditions = (job.get("status") or {}).get("conditions") or []
         if any(c.get("type") in ("Succeeded", "Failed") and c.get("status") == "True" for c in conditions):
             continue  # finished: the operator makes no pod of it again
-        specs = ((key, value) for key, value in (job.get("spec") or {}).items() if key.endswith("ReplicaSpecs"))
-        for _, replicas in specs:
+        for key, replicas in (job.get("spec") or {}).items():
+            if not key.endswith("ReplicaSpecs"):
+                continue
             for replica, spec in (replicas or {}).items():
                 template = (spec or {}).get("template") or {}
                 if _gpu_node_pod_without_gpus(template):
@@ -2554,7 +2555,7 @@ def _gpu_node_pod_without_a_deadline(pod: dict) -> bool:
     """A pod placed on the GPU nodes without GPUs (_gpu_node_pod_without_gpus) that runs to no deadline: the team
     policy refuses one at CREATE, so it was made before the rule, and no CPU-only quota counts it
     (docs/upgrading.md, its listing's test)."""
-    return (pod.get("spec") or {}).get("activeDeadlineSeconds") is None and _gpu_node_pod_without_gpus(pod)
+    return not _with_a_deadline(pod.get("spec") or {}) and _gpu_node_pod_without_gpus(pod)
 
 
 def _used_not_asked(used: dict, counted: list[dict]) -> list[str]:
@@ -2585,13 +2586,20 @@ def _beyond_hard(hard: dict, used: dict) -> list[str]:
     ]
 
 
+def _with_a_deadline(spec: dict) -> bool:
+    """The mark the `cpu-only` quota (scope Terminating) counts a pod by."""
+    return spec.get("activeDeadlineSeconds") is not None
+
+
+def _a_cpu_service(spec: dict) -> bool:
+    """The mark the `cpu-services` quota (its PriorityClass scope) counts a pod by."""
+    return spec.get("priorityClassName") == CPU_SERVICE_PRIORITY_CLASS
+
+
 def _cpu_only_marks(pod: dict) -> int:
-    """How many of the marks that put a pod without GPUs in a quota of CPU-only work's room it carries: a deadline
-    (`cpu-only`, scope Terminating) and the class of services without GPUs (`cpu-services`)."""
+    """How many of the marks that put a pod without GPUs in a quota of CPU-only work's room it carries."""
     spec = pod.get("spec") or {}
-    return (spec.get("activeDeadlineSeconds") is not None) + (
-        spec.get("priorityClassName") == CPU_SERVICE_PRIORITY_CLASS
-    )
+    return _with_a_deadline(spec) + _a_cpu_service(spec)
 
 
 def _team_cpu_node_pods_not_in_one_quota(pods: list[dict], now: datetime.datetime) -> list[dict]:
@@ -2600,20 +2608,20 @@ def _team_cpu_node_pods_not_in_one_quota(pods: list[dict], now: datetime.datetim
     return [p for p in pods if _charged(p, now) and _team_cpu_node_pod_without_gpus(p) and _cpu_only_marks(p) != 1]
 
 
-def _team_cpu_node_pod_without_gpus(pod: dict) -> bool:
-    """A pod that may be placed on the teams' CPU nodes (it tolerates their taint) and asks no GPU."""
-    from components.tenancy import TEAM_CPU_TAINT_KEY
+def _tolerating_without_gpus(pod: dict, taint_key: str) -> bool:
+    """A pod that tolerates the taint `taint_key` (it may be placed on those nodes) and asks no GPU."""
+    tolerations = (pod.get("spec") or {}).get("tolerations") or []
+    return any(t.get("key") == taint_key for t in tolerations) and not gpus_of(pod)
 
-    spec = pod.get("spec") or {}
-    on_team_cpu_nodes = any(t.get("key") == TEAM_CPU_TAINT_KEY for t in spec.get("tolerations") or [])
-    return on_team_cpu_nodes and not gpus_of(pod)
+
+def _team_cpu_node_pod_without_gpus(pod: dict) -> bool:
+    """A pod that may be placed on the teams' CPU nodes and asks no GPU."""
+    return _tolerating_without_gpus(pod, names.TEAM_CPU_TAINT_KEY)
 
 
 def _gpu_node_pod_without_gpus(pod: dict) -> bool:
     """A pod placed on the GPU nodes (it tolerates the GPU taint) that asks no GPU."""
-    spec = pod.get("spec") or {}
-    on_gpu_nodes = any(t.get("key") == names.GPU_RESOURCE for t in spec.get("tolerations") or [])
-    return on_gpu_nodes and not gpus_of(pod)
+    return _tolerating_without_gpus(pod, names.GPU_RESOURCE)
 
 
 def _kubeflow_pods_outliving_their_gpu_pods(pods: list[dict], now: datetime.datetime) -> list[tuple[dict, dict]]:
@@ -2650,16 +2658,10 @@ def cpu_only_quota(ctx: Any) -> Outcome:
     from components.teams import cpu_service_quota as planned_services
     from components.tenancy import CPU_ONLY_QUOTA, CPU_SERVICE_QUOTA
 
-    def with_a_deadline(spec: dict) -> bool:
-        return spec.get("activeDeadlineSeconds") is not None
-
-    def a_service(spec: dict) -> bool:
-        return spec.get("priorityClassName") == CPU_SERVICE_PRIORITY_CLASS
-
     # each quota of pods without GPUs, and the pods the team policy marks for it
     quotas_of_pods_without_gpus = (
-        (CPU_ONLY_QUOTA, planned_cpu_only, with_a_deadline, "pod(s) with a deadline"),
-        (CPU_SERVICE_QUOTA, planned_services, a_service, f"pod(s) of {CPU_SERVICE_PRIORITY_CLASS}"),
+        (CPU_ONLY_QUOTA, planned_cpu_only, _with_a_deadline, "pod(s) with a deadline"),
+        (CPU_SERVICE_QUOTA, planned_services, _a_cpu_service, f"pod(s) of {CPU_SERVICE_PRIORITY_CLASS}"),
     )
 
     now, problems, seen = ctx.now(), [], []
